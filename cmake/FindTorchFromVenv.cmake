@@ -1,0 +1,24 @@
+# Finds libtorch. An explicit Torch_DIR or CMAKE_PREFIX_PATH (a pip install, the official libtorch
+# zip, a source build) wins; otherwise the torch of acc's virtualenv (scripts/setup) is used.
+find_package(Torch QUIET)
+if(NOT Torch_FOUND)
+  if(DEFINED ENV{ACC_VENV})
+    set(_acc_venv "$ENV{ACC_VENV}")
+  else()
+    set(_acc_venv "$ENV{HOME}/.cache/acc/venv")
+  endif()
+  set(ACC_TORCH_PYTHON "${_acc_venv}/bin/python" CACHE FILEPATH "Python whose torch package provides libtorch")
+  execute_process(
+    COMMAND "${ACC_TORCH_PYTHON}" -c "import torch.utils; print(torch.utils.cmake_prefix_path)"
+    OUTPUT_VARIABLE _acc_torch_prefix OUTPUT_STRIP_TRAILING_WHITESPACE
+    RESULT_VARIABLE _acc_torch_rc ERROR_QUIET)
+  if(NOT _acc_torch_rc EQUAL 0)
+    message(FATAL_ERROR
+      "acc: libtorch not found. Run scripts/setup (creates ${_acc_venv} with torch), "
+      "or pass -DTorch_DIR=<libtorch>/share/cmake/Torch or -DCMAKE_PREFIX_PATH=<libtorch>.")
+  endif()
+  list(APPEND CMAKE_PREFIX_PATH "${_acc_torch_prefix}")
+  find_package(Torch REQUIRED)
+endif()
+# TORCH_LIBRARY points at .../torch/lib/libtorch.so; its folder goes into RPATHs.
+get_filename_component(ACC_TORCH_LIBDIR "${TORCH_LIBRARY}" DIRECTORY)
