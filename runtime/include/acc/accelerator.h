@@ -1,0 +1,212 @@
+#pragma once
+// acc::Accelerator: a thin facade over process state (state.h), collectives (collectives.h),
+// DDP (prepared models), optimizers and schedulers, with Accelerate's names and semantics.
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+#include <torch/optim/optimizer.h>
+#include <torch/optim/schedulers/lr_scheduler.h>
+
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <acc/collectives.h>
+#include <acc/optimizer.h>
+#include <acc/options.h>
+#include <acc/process_control.h>
+#include <acc/scheduler.h>
+#include <acc/state.h>
+
+namespace acc {
+
+namespace detail {
+class Reducer;
+struct GradientState;
+
+template <typename T>
+struct is_shared_ptr : std::false_type {};
+template <typename T>
+struct is_shared_ptr<std::shared_ptr<T>> : std::true_type {
+  using element = T;
+};
+template <typename>
+inline constexpr bool always_false = false;
+}  // namespace detail
+
+/// RAII guard returned by Accelerator::no_sync: inside it, backward passes of the model
+/// accumulate gradients locally without communicating. It must enclose the backward call.
+class NoSyncGuard {
+ public:
+  explicit NoSyncGuard(detail::Reducer* reducer);
+  ~NoSyncGuard();
+  NoSyncGuard(NoSyncGuard&& other) noexcept;
+  NoSyncGuard(const NoSyncGuard&) = delete;
+  NoSyncGuard& operator=(const NoSyncGuard&) = delete;
+  NoSyncGuard& operator=(NoSyncGuard&&) = delete;
+
+ private:
+  detail::Reducer* reducer_;
+  bool previous_ = true;
+};
+
+class Accelerator {
+ public:
+  explicit Accelerator(AcceleratorOptions options = {});
+  ~Accelerator();
+  Accelerator(const Accelerator&) = delete;
+  Accelerator& operator=(const Accelerator&) = delete;
+
+  // --- properties -------------------------------------------------------------------------
+  torch::Device device() const { return state_.device(); }
+  DistributedType distributed_type() const { return state_.distributed_type(); }
+  int num_processes() const { return state_.num_processes(); }
+  int process_index() const { return state_.process_index(); }
+  int local_process_index() const { return state_.local_process_index(); }
+  bool is_main_process() const { return state_.is_main_process(); }
+  bool is_local_main_process() const { return state_.is_local_main_process(); }
+  bool is_last_process() const { return state_.is_last_process(); }
+  bool use_distributed() const { return state_.use_distributed(); }
+  MixedPrecision mixed_precision() const { return resolved_.mixed_precision; }
+  int64_t gradient_accumulation_steps() const { return resolved_.gradient_accumulation_steps; }
+  bool sync_gradients() const;
+  bool optimizer_step_was_skipped() const;
+  const AcceleratorOptions& options() const { return options_; }
+  const PartialState& state() const { return state_; }
+
+  // --- prepare ----------------------------------------------------------------------------
+  /// Prepares models, optimizers and schedulers in place, in any order and number: models move
+  /// to device() and become data-parallel (parameters and buffers broadcast from rank 0, gradients
+  /// all-reduced during backward); acc::Optimizer/acc::Scheduler get Accelerate's step logic.
+  /// Preparing an object twice is a no-op.
+  template <typename... Objects>
+  void prepare(Objects&... objects) {
+    (prepare_one(objects), ...);
+  }
+
+  /// The model itself: acc prepares in place and adds no wrapper (state-dict names unchanged).
+  template <typename Model>
+  Model& unwrap_model(Model& model) const {
+    return model;
+  }
+
+  // --- training step ----------------------------------------------------------------------
+  /// loss.backward() with acc's scaling; arguments as torch::Tensor::backward.
+  void backward(const torch::Tensor& loss, const torch::Tensor& gradient = {},
+                std::optional<bool> retain_graph = std::nullopt, bool create_graph = false);
+  /// Clips the gradient norm of `parameters` (already synchronised); returns the total norm.
+  double clip_grad_norm_(const std::vector<torch::Tensor>& parameters, double max_norm,
+                         double norm_type = 2.0);
+  void clip_grad_value_(const std::vector<torch::Tensor>& parameters, double clip_value);
+
+  /// Inside the returned guard, backward passes through `model` do not synchronise gradients.
+  template <typename Model>
+  [[nodiscard]] NoSyncGuard no_sync(Model& model) {
+    return NoSyncGuard(reducer_for(module_of(model)));
+  }
+
+  // --- collectives (see collectives.h) ----------------------------------------------------
+  template <typename T>
+  T gather(const T& tree) const {
+    return acc::gather(tree);
+  }
+  template <typename T>
+  T reduce(const T& tree, const std::string& reduction = "sum", double scale = 1.0) const {
+    return acc::reduce(tree, reduction, scale);
+  }
+  template <typename T>
+  T broadcast(const T& tree, int from_process = 0) const {
+    return acc::broadcast(tree, from_process);
+  }
+  template <typename T>
+  T pad_across_processes(const T& tree, int64_t dim = 0, double pad_index = 0,
+                         bool pad_first = false) const {
+    return acc::pad_across_processes(tree, dim, pad_index, pad_first);
+  }
+  /// This process's contiguous share of `inputs` (a std::vector or a tensor's dim 0), see
+  /// acc::split_between_processes.
+  template <typename T>
+  T split_between_processes(const T& inputs, bool apply_padding = false) const {
+    return acc::split_between_processes(inputs, num_processes(), process_index(), apply_padding);
+  }
+
+  // --- process control --------------------------------------------------------------------
+  void wait_for_everyone() const { state_.wait_for_everyone(); }
+  /// Prints on the local main process only (stream-style: arguments are written with <<).
+  template <typename... Args>
+  void print(const Args&... args) const {
+    if (!is_local_main_process()) return;
+    std::ostringstream line;
+    (line << ... << args);
+    std::cout << line.str() << std::endl;
+  }
+  /// The main process runs the guarded block first; the others wait, then run it.
+  [[nodiscard]] ProcessOrderGuard main_process_first() const {
+    return ProcessOrderGuard(state_, is_main_process());
+  }
+  [[nodiscard]] ProcessOrderGuard local_main_process_first() const {
+    return ProcessOrderGuard(state_, is_local_main_process());
+  }
+  /// Raises a flag that check_trigger() sees on every rank (e.g. early stopping).
+  void set_trigger() { trigger_ = true; }
+  /// True on every rank if any rank called set_trigger() since the last check; resets it.
+  bool check_trigger();
+  /// Waits for every rank, then leaves the process group.
+  void end_training();
+
+ private:
+  template <typename T>
+  static torch::nn::Module& module_of(T& model) {
+    if constexpr (std::is_base_of_v<torch::nn::Module, T>) {
+      return model;
+    } else if constexpr (std::is_base_of_v<torch::detail::ModuleHolderIndicator, T>) {
+      return *model.ptr();
+    } else if constexpr (detail::is_shared_ptr<T>::value || std::is_pointer_v<T>) {
+      return module_of(*model);
+    } else {
+      static_assert(detail::always_false<T>, "acc: expected a torch::nn::Module");
+    }
+  }
+
+  template <typename T>
+  void prepare_one(T& object) {
+    if constexpr (std::is_base_of_v<PreparedOptimizerBase, T>) {
+      prepare_optimizer(object, &object);
+    } else if constexpr (std::is_base_of_v<torch::optim::Optimizer, T>) {
+      prepare_optimizer(object, nullptr);
+    } else if constexpr (std::is_base_of_v<PreparedSchedulerBase, T>) {
+      prepare_scheduler(&object, &object);
+    } else if constexpr (std::is_base_of_v<torch::optim::LRScheduler, T>) {
+      prepare_scheduler(&object, nullptr);
+    } else if constexpr (std::is_base_of_v<torch::nn::Module, T> ||
+                         std::is_base_of_v<torch::detail::ModuleHolderIndicator, T>) {
+      prepare_model(module_of(object));
+    } else if constexpr (detail::is_shared_ptr<T>::value || std::is_pointer_v<T>) {
+      if (object == nullptr) throw ConfigError("acc: prepare() got a null pointer");
+      prepare_one(*object);
+    } else {
+      static_assert(detail::always_false<T>,
+                    "acc::Accelerator::prepare accepts torch::nn modules (objects, shared_ptr, "
+                    "TORCH_MODULE holders, pointers), optimizers and schedulers");
+    }
+  }
+
+  void prepare_model(torch::nn::Module& model);
+  void prepare_optimizer(torch::optim::Optimizer& optimizer, PreparedOptimizerBase* prepared);
+  void prepare_scheduler(const void* identity, PreparedSchedulerBase* prepared);
+  detail::Reducer* reducer_for(const torch::nn::Module& model) const;
+
+  AcceleratorOptions options_;
+  ResolvedOptions resolved_;
+  PartialState state_;
+  std::shared_ptr<detail::GradientState> gradient_state_;
+  struct PreparedModel;
+  std::vector<std::unique_ptr<PreparedModel>> models_;
+  std::vector<const void*> prepared_objects_;
+  bool trigger_ = false;
+};
+
+}  // namespace acc

@@ -1,0 +1,26 @@
+#pragma once
+// Exceptions thrown by acc. Every message names the problem and the fix.
+#include <stdexcept>
+#include <string>
+
+namespace acc {
+
+/// Base of every acc exception.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Invalid option, environment variable or argument.
+class ConfigError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// A collective or rendezvous failed: a peer died, stalled past the timeout, or ranks disagree.
+class DistributedError : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace acc

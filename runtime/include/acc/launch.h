@@ -1,0 +1,38 @@
+#pragma once
+// How this process was started: which launcher, which rank, where the rendezvous is.
+// Torch-free so that it can be unit-tested against fake environments.
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace acc {
+
+/// Reads one environment variable; returns nullopt when it is unset.
+using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
+
+/// The process environment (std::getenv).
+EnvLookup process_environment();
+
+struct LaunchInfo {
+  /// "env" (acc-launch, torchrun, accelerate launch, Kubernetes operators), "slurm", "openmpi",
+  /// "pmi" (MPICH, Intel MPI) or "none" (a plain single process).
+  std::string launcher = "none";
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+
+  bool is_distributed() const { return world_size > 1; }
+};
+
+/// Detects the launcher from the environment, in this order: RANK/WORLD_SIZE (torchrun-style),
+/// SLURM_PROCID/SLURM_NTASKS, OMPI_COMM_WORLD_*, PMI_RANK/PMI_SIZE. Throws ConfigError on
+/// inconsistent or malformed values (the message names the variable).
+LaunchInfo detect_launch(const EnvLookup& env = process_environment());
+
+/// First host of a SLURM host list: "node[03-05,9],gpu1" -> "node03".
+std::string first_slurm_host(const std::string& nodelist);
+
+}  // namespace acc

@@ -1,0 +1,71 @@
+#pragma once
+// acc::Optimizer<Opt>: the user's own libtorch optimizer type, with acc's logic at step() and
+// zero_grad(). Objects keep their types (DESIGN.md): prepare() cannot replace the user's
+// optimizer, so the declaration names acc::Optimizer<torch::optim::Adam> once and everything else
+// (constructors, options, param_groups, state, torch::save) is Opt's. Unprepared it behaves
+// exactly like Opt.
+#include <torch/optim/optimizer.h>
+
+#include <memory>
+#include <type_traits>
+#include <utility>
+
+namespace acc {
+
+/// What an Accelerator decides at the optimizer's step() and zero_grad(): the seam where gradient
+/// accumulation, loss scaling and sharded updates plug in.
+class OptimizerController {
+ public:
+  virtual ~OptimizerController() = default;
+  /// False skips the step (accumulating, or inf/NaN gradients under fp16).
+  virtual bool before_step(torch::optim::Optimizer& optimizer) = 0;
+  virtual void after_step(torch::optim::Optimizer& optimizer) = 0;
+  /// False keeps the gradients (accumulating).
+  virtual bool before_zero_grad(torch::optim::Optimizer& optimizer) = 0;
+};
+
+/// The non-template part of every acc::Optimizer<Opt>, so that prepare() recognises them all.
+class PreparedOptimizerBase {
+ public:
+  bool is_prepared() const { return controller_ != nullptr; }
+  /// Called by Accelerator::prepare.
+  void attach_controller(std::shared_ptr<OptimizerController> controller) {
+    controller_ = std::move(controller);
+  }
+  /// True when the last step() was skipped by the controller.
+  bool step_was_skipped() const { return step_was_skipped_; }
+
+ protected:
+  ~PreparedOptimizerBase() = default;
+  std::shared_ptr<OptimizerController> controller_;
+  bool step_was_skipped_ = false;
+};
+
+template <typename Opt>
+class Optimizer : public Opt, public PreparedOptimizerBase {
+  static_assert(std::is_base_of_v<torch::optim::Optimizer, Opt>,
+                "acc::Optimizer<Opt>: Opt must derive from torch::optim::Optimizer");
+
+ public:
+  using Opt::Opt;
+
+  torch::Tensor step(torch::optim::Optimizer::LossClosure closure = nullptr) override {
+    if (controller_ && !controller_->before_step(*this)) {
+      step_was_skipped_ = true;
+      return {};
+    }
+    step_was_skipped_ = false;
+    auto loss = Opt::step(std::move(closure));
+    if (controller_) controller_->after_step(*this);
+    return loss;
+  }
+
+  /// Hides Opt::zero_grad (not virtual in libtorch): called through this type, it keeps the
+  /// gradients while the controller says they are still accumulating.
+  void zero_grad(bool set_to_none = true) {
+    if (controller_ && !controller_->before_zero_grad(*this)) return;
+    Opt::zero_grad(set_to_none);
+  }
+};
+
+}  // namespace acc

@@ -1,0 +1,76 @@
+#pragma once
+// Options of acc::Accelerator, in the style of libtorch's TORCH_ARG options. Unset optional
+// fields fall back to the environment (ACCELERATE_* variables set by acc-launch or
+// `accelerate launch`), then to Accelerate's defaults: argument > environment > default.
+#include <torch/arg.h>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <acc/launch.h>
+
+namespace acc {
+
+enum class MixedPrecision { NO, FP16, BF16 };
+enum class DistributedType { NO, MULTI_CPU, MULTI_GPU, FSDP };
+
+std::string to_string(MixedPrecision value);
+std::string to_string(DistributedType value);
+/// Parses "no" | "fp16" | "bf16" (case-insensitive); `source` names where the text came from.
+MixedPrecision parse_mixed_precision(const std::string& text, const std::string& source);
+
+/// torch DistributedDataParallel's options (Accelerate's DistributedDataParallelKwargs).
+struct DistributedDataParallelKwargs {
+  /// Broadcast rank 0's buffers (BatchNorm statistics) after every synchronising backward, so
+  /// that the next forward sees rank 0's buffers, as torch DDP does before each forward.
+  TORCH_ARG(bool, broadcast_buffers) = true;
+  /// Gradient bucket size in MiB; the first bucket (the last layers) is capped at 1 MiB so that
+  /// communication starts early in backward.
+  TORCH_ARG(double, bucket_cap_mb) = 25.0;
+  /// Allow parameters that receive no gradient in a backward pass (they are reduced as zeros and
+  /// left without a gradient when no rank used them). Off: such a parameter is an error.
+  TORCH_ARG(bool, find_unused_parameters) = false;
+  /// After each reduction `.grad` aliases the bucket instead of holding a copy (saves memory).
+  TORCH_ARG(bool, gradient_as_bucket_view) = false;
+};
+
+struct AcceleratorOptions {
+  /// Force CPU even when CUDA is available (env ACCELERATE_USE_CPU).
+  TORCH_ARG(std::optional<bool>, cpu);
+  /// env ACCELERATE_MIXED_PRECISION; default NO.
+  TORCH_ARG(std::optional<MixedPrecision>, mixed_precision);
+  /// env ACCELERATE_GRADIENT_ACCUMULATION_STEPS; default 1.
+  TORCH_ARG(std::optional<int64_t>, gradient_accumulation_steps);
+  /// Move prepared models and loader batches to device() (Accelerate: device_placement).
+  TORCH_ARG(bool, device_placement) = true;
+  /// Each process gets a slice of every global batch instead of whole batches.
+  TORCH_ARG(bool, split_batches) = false;
+  /// Complete the last group of batches so every rank sees the same number of batches.
+  TORCH_ARG(bool, even_batches) = true;
+  /// A prepared scheduler steps once per optimizer step (times num_processes unless split_batches).
+  TORCH_ARG(bool, step_scheduler_with_optimizer) = true;
+  TORCH_ARG(DistributedDataParallelKwargs, ddp) = {};
+  /// Deadline of every collective and of the rendezvous; default 1800 s (Gloo) / 600 s (NCCL).
+  TORCH_ARG(std::optional<std::chrono::milliseconds>, timeout);
+  /// Where the launch and ACCELERATE_* variables are read from (tests pass a fake).
+  TORCH_ARG(EnvLookup, environment) = process_environment();
+};
+
+/// AcceleratorOptions after applying the environment and defaults.
+struct ResolvedOptions {
+  bool cpu = false;
+  MixedPrecision mixed_precision = MixedPrecision::NO;
+  int64_t gradient_accumulation_steps = 1;
+  bool use_fsdp = false;
+  std::optional<std::string> torch_device;  // ACCELERATE_TORCH_DEVICE
+};
+
+/// Applies argument > environment > default. Throws ConfigError naming the bad variable.
+ResolvedOptions resolve_options(const AcceleratorOptions& options);
+
+/// Parses Accelerate's booleans: y/yes/t/true/on/1 and n/no/f/false/off/0 (case-insensitive).
+bool parse_env_bool(const std::string& name, const std::string& value);
+
+}  // namespace acc

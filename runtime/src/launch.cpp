@@ -1,0 +1,154 @@
+#include <acc/errors.h>
+#include <acc/launch.h>
+
+#include <cstdlib>
+#include <sstream>
+#include <vector>
+
+namespace acc {
+
+EnvLookup process_environment() {
+  return [](const std::string& name) -> std::optional<std::string> {
+    const char* value = std::getenv(name.c_str());
+    if (value == nullptr) return std::nullopt;
+    return std::string(value);
+  };
+}
+
+namespace {
+
+int parse_int(const EnvLookup& env, const std::string& name, int min_value) {
+  auto text = env(name);
+  if (!text) throw ConfigError("acc: environment variable " + name + " is required but unset");
+  try {
+    size_t used = 0;
+    int value = std::stoi(*text, &used);
+    if (used != text->size() || value < min_value) throw std::invalid_argument(name);
+    return value;
+  } catch (const std::logic_error&) {
+    throw ConfigError("acc: environment variable " + name + "='" + *text +
+                      "' is not an integer >= " + std::to_string(min_value) +
+                      "; fix or unset it (it is set by the launcher)");
+  }
+}
+
+int parse_int_or(const EnvLookup& env, const std::string& name, int fallback, int min_value) {
+  return env(name) ? parse_int(env, name, min_value) : fallback;
+}
+
+void check_ranks(const LaunchInfo& info, const std::string& rank_var, const std::string& size_var) {
+  if (info.rank >= info.world_size) {
+    throw ConfigError("acc: " + rank_var + "=" + std::to_string(info.rank) + " is not below " +
+                      size_var + "=" + std::to_string(info.world_size) +
+                      "; the launcher's variables are inconsistent");
+  }
+  if (info.local_rank >= info.local_world_size) {
+    throw ConfigError("acc: local rank " + std::to_string(info.local_rank) +
+                      " is not below the local world size " +
+                      std::to_string(info.local_world_size) + " (" + info.launcher +
+                      " launch variables)");
+  }
+}
+
+// MASTER_ADDR/MASTER_PORT may accompany any launcher. A job that spans machines cannot guess the
+// rendezvous host, so it must be given rather than defaulting to loopback and hanging.
+void read_master(const EnvLookup& env, LaunchInfo& info, const std::string& fallback_host) {
+  if (auto addr = env("MASTER_ADDR"); addr && !addr->empty()) {
+    info.master_addr = *addr;
+  } else if (!fallback_host.empty()) {
+    info.master_addr = fallback_host;
+  } else if (info.local_world_size < info.world_size) {
+    throw ConfigError("acc: the " + info.launcher + " job spans several machines but MASTER_ADDR is "
+                      "unset; export MASTER_ADDR=<host of rank 0> (with mpirun: -x MASTER_ADDR)");
+  }
+  info.master_port = parse_int_or(env, "MASTER_PORT", info.master_port, 1);
+  if (info.master_port > 65535) {
+    throw ConfigError("acc: MASTER_PORT=" + std::to_string(info.master_port) +
+                      " is not a TCP port (1-65535)");
+  }
+}
+
+// SLURM_TASKS_PER_NODE looks like "2(x3),1": 2 tasks on each of 3 nodes, then 1.
+int slurm_tasks_on_node(const std::string& spec, int node_id) {
+  std::stringstream in(spec);
+  std::string item;
+  int node = 0;
+  while (std::getline(in, item, ',')) {
+    int tasks = std::stoi(item);
+    int repeat = 1;
+    if (auto x = item.find("(x"); x != std::string::npos) repeat = std::stoi(item.substr(x + 2));
+    if (node_id < node + repeat) return tasks;
+    node += repeat;
+  }
+  throw ConfigError("acc: SLURM_NODEID=" + std::to_string(node_id) +
+                    " is not covered by SLURM_TASKS_PER_NODE='" + spec + "'");
+}
+
+}  // namespace
+
+std::string first_slurm_host(const std::string& nodelist) {
+  // The first host ends at the first comma outside brackets.
+  size_t depth = 0, end = nodelist.size();
+  for (size_t i = 0; i < nodelist.size(); ++i) {
+    if (nodelist[i] == '[') ++depth;
+    if (nodelist[i] == ']' && depth > 0) --depth;
+    if (nodelist[i] == ',' && depth == 0) {
+      end = i;
+      break;
+    }
+  }
+  std::string host = nodelist.substr(0, end);
+  auto open = host.find('[');
+  if (open == std::string::npos) return host;
+  // "node[03-05,9]" -> prefix "node" + first number of the range list, padding kept.
+  std::string ranges = host.substr(open + 1);
+  size_t stop = ranges.find_first_of("-,]");
+  return host.substr(0, open) + ranges.substr(0, stop);
+}
+
+LaunchInfo detect_launch(const EnvLookup& env) {
+  LaunchInfo info;
+  if (env("RANK") && env("WORLD_SIZE")) {
+    info.launcher = "env";
+    info.world_size = parse_int(env, "WORLD_SIZE", 1);
+    info.rank = parse_int(env, "RANK", 0);
+    info.local_rank = parse_int_or(env, "LOCAL_RANK", info.rank, 0);
+    info.local_world_size = parse_int_or(env, "LOCAL_WORLD_SIZE", info.world_size, 1);
+    check_ranks(info, "RANK", "WORLD_SIZE");
+    read_master(env, info, "127.0.0.1");
+  } else if (env("SLURM_PROCID") && env("SLURM_NTASKS")) {
+    info.launcher = "slurm";
+    info.world_size = parse_int(env, "SLURM_NTASKS", 1);
+    info.rank = parse_int(env, "SLURM_PROCID", 0);
+    info.local_rank = parse_int_or(env, "SLURM_LOCALID", 0, 0);
+    if (auto spec = env("SLURM_STEP_TASKS_PER_NODE") ? env("SLURM_STEP_TASKS_PER_NODE")
+                                                       : env("SLURM_TASKS_PER_NODE")) {
+      info.local_world_size = slurm_tasks_on_node(*spec, parse_int_or(env, "SLURM_NODEID", 0, 0));
+    } else {
+      info.local_world_size = info.world_size;
+    }
+    check_ranks(info, "SLURM_PROCID", "SLURM_NTASKS");
+    auto nodes = env("SLURM_STEP_NODELIST") ? env("SLURM_STEP_NODELIST") : env("SLURM_JOB_NODELIST");
+    if (!nodes) nodes = env("SLURM_NODELIST");
+    read_master(env, info, nodes ? first_slurm_host(*nodes) : "127.0.0.1");
+  } else if (env("OMPI_COMM_WORLD_RANK") && env("OMPI_COMM_WORLD_SIZE")) {
+    info.launcher = "openmpi";
+    info.world_size = parse_int(env, "OMPI_COMM_WORLD_SIZE", 1);
+    info.rank = parse_int(env, "OMPI_COMM_WORLD_RANK", 0);
+    info.local_rank = parse_int_or(env, "OMPI_COMM_WORLD_LOCAL_RANK", 0, 0);
+    info.local_world_size = parse_int_or(env, "OMPI_COMM_WORLD_LOCAL_SIZE", info.world_size, 1);
+    check_ranks(info, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE");
+    read_master(env, info, "");
+  } else if (env("PMI_RANK") && env("PMI_SIZE")) {
+    info.launcher = "pmi";
+    info.world_size = parse_int(env, "PMI_SIZE", 1);
+    info.rank = parse_int(env, "PMI_RANK", 0);
+    info.local_rank = parse_int_or(env, "MPI_LOCALRANKID", 0, 0);
+    info.local_world_size = parse_int_or(env, "MPI_LOCALNRANKS", info.world_size, 1);
+    check_ranks(info, "PMI_RANK", "PMI_SIZE");
+    read_master(env, info, "");
+  }
+  return info;
+}
+
+}  // namespace acc

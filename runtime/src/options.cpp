@@ -1,0 +1,99 @@
+#include <acc/errors.h>
+#include <acc/options.h>
+
+#include <algorithm>
+#include <cctype>
+
+namespace acc {
+
+namespace {
+std::string lower(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return text;
+}
+}  // namespace
+
+std::string to_string(MixedPrecision value) {
+  switch (value) {
+    case MixedPrecision::NO: return "no";
+    case MixedPrecision::FP16: return "fp16";
+    case MixedPrecision::BF16: return "bf16";
+  }
+  return "?";
+}
+
+std::string to_string(DistributedType value) {
+  switch (value) {
+    case DistributedType::NO: return "NO";
+    case DistributedType::MULTI_CPU: return "MULTI_CPU";
+    case DistributedType::MULTI_GPU: return "MULTI_GPU";
+    case DistributedType::FSDP: return "FSDP";
+  }
+  return "?";
+}
+
+MixedPrecision parse_mixed_precision(const std::string& text, const std::string& source) {
+  auto value = lower(text);
+  if (value == "no") return MixedPrecision::NO;
+  if (value == "fp16") return MixedPrecision::FP16;
+  if (value == "bf16") return MixedPrecision::BF16;
+  if (value == "fp8") {
+    throw ConfigError("acc: mixed precision 'fp8' (" + source +
+                      ") is not supported; use 'bf16' or 'fp16'");
+  }
+  throw ConfigError("acc: unknown mixed precision '" + text + "' (" + source +
+                    "); expected one of no, fp16, bf16");
+}
+
+bool parse_env_bool(const std::string& name, const std::string& value) {
+  auto v = lower(value);
+  if (v == "y" || v == "yes" || v == "t" || v == "true" || v == "on" || v == "1") return true;
+  if (v == "n" || v == "no" || v == "f" || v == "false" || v == "off" || v == "0") return false;
+  throw ConfigError("acc: " + name + "='" + value +
+                    "' is not a boolean; use one of 1/0, true/false, yes/no, on/off");
+}
+
+ResolvedOptions resolve_options(const AcceleratorOptions& options) {
+  const EnvLookup& env = options.environment();
+  ResolvedOptions out;
+
+  if (options.cpu()) {
+    out.cpu = *options.cpu();
+  } else if (auto v = env("ACCELERATE_USE_CPU")) {
+    out.cpu = parse_env_bool("ACCELERATE_USE_CPU", *v);
+  }
+
+  if (options.mixed_precision()) {
+    out.mixed_precision = *options.mixed_precision();
+  } else if (auto v = env("ACCELERATE_MIXED_PRECISION")) {
+    out.mixed_precision = parse_mixed_precision(*v, "ACCELERATE_MIXED_PRECISION");
+  }
+
+  if (options.gradient_accumulation_steps()) {
+    out.gradient_accumulation_steps = *options.gradient_accumulation_steps();
+    if (out.gradient_accumulation_steps < 1) {
+      throw ConfigError("acc: gradient_accumulation_steps(" +
+                        std::to_string(out.gradient_accumulation_steps) + ") must be at least 1");
+    }
+  } else if (auto v = env("ACCELERATE_GRADIENT_ACCUMULATION_STEPS")) {
+    size_t used = 0;
+    long long steps = 0;
+    try {
+      steps = std::stoll(*v, &used);
+    } catch (const std::logic_error&) {
+      used = 0;
+    }
+    if (used == 0 || used != v->size() || steps < 1) {
+      throw ConfigError("acc: ACCELERATE_GRADIENT_ACCUMULATION_STEPS='" + *v +
+                        "' must be an integer >= 1");
+    }
+    out.gradient_accumulation_steps = steps;
+  }
+
+  if (auto v = env("ACCELERATE_USE_FSDP")) out.use_fsdp = parse_env_bool("ACCELERATE_USE_FSDP", *v);
+  if (auto v = env("ACCELERATE_TORCH_DEVICE"); v && !v->empty()) out.torch_device = *v;
+  return out;
+}
+
+}  // namespace acc

@@ -1,0 +1,157 @@
+#include "process_group.h"
+
+#include <c10/util/Exception.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <acc/errors.h>
+
+namespace acc::detail {
+
+std::string error_text(const std::exception& error) {
+  if (auto* c10_error = dynamic_cast<const c10::Error*>(&error)) {
+    return c10_error->what_without_backtrace();
+  }
+  return error.what();
+}
+
+namespace {
+std::string seconds(Milliseconds timeout) {
+  auto ms = timeout.count();
+  return ms % 1000 == 0 ? std::to_string(ms / 1000) + " s" : std::to_string(ms) + " ms";
+}
+
+c10::intrusive_ptr<c10d::Store> rendezvous(const LaunchInfo& launch, Milliseconds timeout) {
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<uint16_t>(launch.master_port);
+  options.isServer = launch.rank == 0;
+  options.numWorkers = launch.world_size;
+  options.waitWorkers = true;
+  options.timeout = timeout;
+  const std::string where = launch.master_addr + ":" + std::to_string(launch.master_port);
+  try {
+    return c10::make_intrusive<c10d::TCPStore>(launch.master_addr, options);
+  } catch (const std::exception& e) {
+    if (launch.rank == 0) {
+      throw DistributedError(
+          "acc: rank 0 could not serve the rendezvous at " + where + ": " + error_text(e) +
+          ". If the port is taken, choose another with MASTER_PORT or acc-launch "
+          "--main_process_port (0 picks a free one).");
+    }
+    throw DistributedError("acc: rank " + std::to_string(launch.rank) +
+                           " could not join the rendezvous at " + where + " within " +
+                           seconds(timeout) + ": " + error_text(e) +
+                           ". Is rank 0 running, and is MASTER_ADDR reachable from this machine?");
+  }
+}
+}  // namespace
+
+ProcessGroup::ProcessGroup(const LaunchInfo& launch, bool use_cuda,
+                           std::optional<Milliseconds> timeout)
+    : rank_(launch.rank),
+      size_(launch.world_size),
+      gloo_timeout_(timeout.value_or(kDefaultGlooTimeout)),
+      nccl_timeout_(timeout.value_or(kDefaultNcclTimeout)) {
+  store_ = rendezvous(launch, use_cuda ? nccl_timeout_ : gloo_timeout_);
+  try {
+    gloo_ = make_gloo_backend(c10::make_intrusive<c10d::PrefixStore>("acc/gloo", store_), rank_,
+                              size_, gloo_timeout_, launch.master_addr);
+    if (use_cuda) {
+      nccl_ = make_nccl_backend(c10::make_intrusive<c10d::PrefixStore>("acc/nccl", store_), rank_,
+                                size_, nccl_timeout_);
+    }
+  } catch (const DistributedError&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail("creating the process group", gloo_timeout_, error_text(e));
+  }
+}
+
+ProcessGroup::~ProcessGroup() = default;
+
+c10d::Backend& ProcessGroup::backend_for(const at::Tensor& like) {
+  if (like.is_cuda()) {
+    if (!nccl_) {
+      throw DistributedError(
+          "acc: a CUDA tensor reached a collective, but this process group was created for CPU "
+          "(cpu=true or no GPU); keep tensors on accelerator.device()");
+    }
+    return *nccl_;
+  }
+  return *gloo_;
+}
+
+Milliseconds ProcessGroup::timeout_for(const at::Tensor& like) const {
+  return like.is_cuda() ? nccl_timeout_ : gloo_timeout_;
+}
+
+void ProcessGroup::fail(const std::string& what, Milliseconds timeout,
+                        const std::string& cause) const {
+  throw DistributedError("acc: " + what + " failed on rank " + std::to_string(rank_) + " of " +
+                         std::to_string(size_) + " (timeout " + seconds(timeout) + "): " + cause +
+                         ". A peer process probably exited or is stuck; check the other ranks' "
+                         "output. The deadline is AcceleratorOptions().timeout(...).");
+}
+
+void ProcessGroup::wait(const c10::intrusive_ptr<c10d::Work>& work, const std::string& what,
+                        Milliseconds timeout) const {
+  try {
+    if (!work->wait(timeout)) fail(what, timeout, "the operation did not complete");
+  } catch (const DistributedError&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail(what, timeout, error_text(e));
+  }
+}
+
+void ProcessGroup::all_reduce_(at::Tensor& tensor, c10d::ReduceOp op, const std::string& what) {
+  std::vector<at::Tensor> tensors{tensor};
+  c10d::AllreduceOptions options;
+  options.reduceOp = op;
+  options.timeout = timeout_for(tensor);
+  wait(backend_for(tensor).allreduce(tensors, options), what, options.timeout);
+}
+
+void ProcessGroup::broadcast_(at::Tensor& tensor, int root, const std::string& what) {
+  std::vector<at::Tensor> tensors{tensor};
+  c10d::BroadcastOptions options;
+  options.rootRank = root;
+  options.timeout = timeout_for(tensor);
+  wait(backend_for(tensor).broadcast(tensors, options), what, options.timeout);
+}
+
+std::vector<at::Tensor> ProcessGroup::all_gather(const at::Tensor& tensor, const std::string& what) {
+  auto input = tensor.contiguous();
+  std::vector<std::vector<at::Tensor>> outputs(1);
+  for (int r = 0; r < size_; ++r) outputs[0].push_back(at::empty_like(input));
+  std::vector<at::Tensor> inputs{input};
+  c10d::AllgatherOptions options;
+  options.timeout = timeout_for(tensor);
+  wait(backend_for(tensor).allgather(outputs, inputs, options), what, options.timeout);
+  return outputs[0];
+}
+
+void ProcessGroup::barrier(const std::string& what) {
+  c10d::BarrierOptions options;
+  options.timeout = gloo_timeout_;
+  wait(gloo_->barrier(options), what, gloo_timeout_);
+}
+
+std::vector<std::string> ProcessGroup::all_gather_strings(const std::string& value,
+                                                          const std::string& what) {
+  // Each call uses fresh keys; the round number advances identically on every rank.
+  const std::string prefix = "acc/strings/" + std::to_string(store_round_++) + "/";
+  std::vector<std::string> result;
+  try {
+    store_->set(prefix + std::to_string(rank_), std::vector<uint8_t>(value.begin(), value.end()));
+    for (int r = 0; r < size_; ++r) {
+      auto bytes = store_->get(prefix + std::to_string(r));
+      result.emplace_back(bytes.begin(), bytes.end());
+    }
+  } catch (const std::exception& e) {
+    fail(what, gloo_timeout_, error_text(e));
+  }
+  return result;
+}
+
+}  // namespace acc::detail

@@ -1,0 +1,77 @@
+#pragma once
+// The process group acc runs on: a TCPStore rendezvous served by rank 0, Gloo for CPU tensors and
+// NCCL for CUDA tensors. Every blocking call has a deadline and turns failures into
+// acc::DistributedError naming the operation, the rank and the timeout.
+#include <ATen/core/Tensor.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <acc/launch.h>
+
+namespace acc::detail {
+
+using Milliseconds = std::chrono::milliseconds;
+
+// Defined in gloo_backend.cpp and nccl_backend.cpp, the only files that see those libraries' headers.
+c10::intrusive_ptr<c10d::Backend> make_gloo_backend(const c10::intrusive_ptr<c10d::Store>& store,
+                                                    int rank, int size, Milliseconds timeout,
+                                                    const std::string& master_addr);
+c10::intrusive_ptr<c10d::Backend> make_nccl_backend(const c10::intrusive_ptr<c10d::Store>& store,
+                                                    int rank, int size, Milliseconds timeout);
+
+/// Gloo has no 600 s default of its own; these are Accelerate's (InitProcessGroupKwargs).
+constexpr Milliseconds kDefaultGlooTimeout{1800 * 1000};
+constexpr Milliseconds kDefaultNcclTimeout{600 * 1000};
+
+class ProcessGroup {
+ public:
+  /// Joins the rendezvous described by `launch`. `use_cuda` also creates the NCCL backend.
+  ProcessGroup(const LaunchInfo& launch, bool use_cuda, std::optional<Milliseconds> timeout);
+  ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  c10d::Store& store() { return *store_; }
+
+  /// The backend that moves tensors like `like` (NCCL for CUDA tensors, else Gloo).
+  c10d::Backend& backend_for(const at::Tensor& like);
+  Milliseconds timeout_for(const at::Tensor& like) const;
+
+  /// Waits for `work`; any failure or expired deadline throws DistributedError about `what`.
+  void wait(const c10::intrusive_ptr<c10d::Work>& work, const std::string& what,
+            Milliseconds timeout) const;
+  /// Rethrows the current exception as DistributedError about `what`.
+  [[noreturn]] void fail(const std::string& what, Milliseconds timeout,
+                         const std::string& cause) const;
+
+  // Blocking collectives over one tensor (in place where the name says so).
+  void all_reduce_(at::Tensor& tensor, c10d::ReduceOp op, const std::string& what);
+  void broadcast_(at::Tensor& tensor, int root, const std::string& what);
+  /// Same-shaped tensors from every rank, in rank order.
+  std::vector<at::Tensor> all_gather(const at::Tensor& tensor, const std::string& what);
+  void barrier(const std::string& what);
+  /// Every rank's `value`, exchanged through the store (small strings: metadata, not tensors).
+  std::vector<std::string> all_gather_strings(const std::string& value, const std::string& what);
+
+ private:
+  int rank_;
+  int size_;
+  Milliseconds gloo_timeout_;
+  Milliseconds nccl_timeout_;
+  uint64_t store_round_ = 0;
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<c10d::Backend> gloo_;
+  c10::intrusive_ptr<c10d::Backend> nccl_;
+};
+
+/// The text of an exception without libtorch's C++ backtrace.
+std::string error_text(const std::exception& error);
+
+}  // namespace acc::detail
