@@ -1,0 +1,289 @@
+#include "config_file.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "did_you_mean.h"
+#include "errors.h"
+#include "fsdp_options.h"
+
+namespace acc::launcher {
+namespace fs = std::filesystem;
+namespace {
+
+std::string location(const std::string& path, const YAML::Node& node) {
+  const YAML::Mark mark = node.Mark();
+  // Nodes converted from JSON carry no position.
+  if (mark.line < 0) return path + ": ";
+  return path + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1) + ": ";
+}
+
+// JSON is parsed with nlohmann-json and converted, so that both formats share one schema check.
+YAML::Node json_to_yaml(const nlohmann::json& j) {
+  if (j.is_object()) {
+    YAML::Node map(YAML::NodeType::Map);
+    for (const auto& [key, value] : j.items()) map[key] = json_to_yaml(value);
+    return map;
+  }
+  if (j.is_array()) {
+    YAML::Node seq(YAML::NodeType::Sequence);
+    for (const auto& value : j) seq.push_back(json_to_yaml(value));
+    return seq;
+  }
+  if (j.is_null()) return YAML::Node(YAML::NodeType::Null);
+  if (j.is_string()) return YAML::Node(j.get<std::string>());
+  return YAML::Node(j.dump());
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw UsageError("cannot read config file '" + path +
+                     "'; check the path given to --config_file, or write a config with `acc-config`");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+YAML::Node parse_document(const std::string& path) {
+  const std::string text = slurp(path);
+  if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0) {
+    try {
+      return json_to_yaml(nlohmann::json::parse(text));
+    } catch (const nlohmann::json::parse_error& e) {
+      size_t line = 1, column = 1;
+      for (size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
+        if (text[i] == '\n') {
+          ++line;
+          column = 1;
+        } else {
+          ++column;
+        }
+      }
+      std::string message = e.what();
+      // Drop nlohmann's "[json.exception.parse_error.101] parse error at line 1, column 2: " preamble.
+      if (auto colon = message.find(": "); colon != std::string::npos) message = message.substr(colon + 2);
+      throw UsageError(path + ":" + std::to_string(line) + ":" + std::to_string(column) +
+                       ": malformed JSON: " + message);
+    }
+  }
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw UsageError(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
+                     ": malformed YAML: " + e.msg);
+  }
+}
+
+struct Reader {
+  const std::string& path;
+  ConfigFile& out;
+
+  std::string scalar(const YAML::Node& value, const std::string& key) const {
+    if (!value.IsScalar())
+      throw UsageError(location(path, value) + key + ": expected a single value, found a " +
+                       (value.IsMap() ? "mapping" : "list"));
+    return value.Scalar();
+  }
+
+  // Rethrows a value error with the file position in front of it.
+  template <typename F>
+  auto at(const YAML::Node& value, F&& parse) const {
+    try {
+      return parse();
+    } catch (const UsageError& e) {
+      throw UsageError(location(path, value) + e.what());
+    }
+  }
+
+  void read_fsdp(const YAML::Node& map) const {
+    if (!map.IsMap()) throw UsageError(location(path, map) + "fsdp_config: expected a mapping of fsdp_* keys");
+    for (const auto& entry : map) {
+      const std::string key = entry.first.as<std::string>();
+      if (entry.second.IsNull()) continue;
+      const FsdpOption* option = find_fsdp_option(key);
+      if (!option) {
+        std::vector<std::string> known;
+        for (const auto& o : fsdp_options()) known.push_back(o.key);
+        std::string message = location(path, entry.first) + "unknown key '" + key + "' in fsdp_config";
+        if (auto near = closest_match(key, known)) message += " (did you mean '" + *near + "'?)";
+        throw UsageError(message + "; remove it or fix its spelling");
+      }
+      out.settings.fsdp[option->key] =
+          at(entry.second, [&] { return normalize_fsdp_value(*option, scalar(entry.second, key), key); });
+    }
+  }
+};
+
+using Handler = std::function<void(const Reader&, const YAML::Node&, const std::string&)>;
+
+// Every key of Accelerate's ClusterConfig (plus the legacy `fp16` and `dynamo_backend`), so that any file
+// `accelerate config` wrote is accepted; keys acc has no use for are recorded as ignored.
+const std::map<std::string, Handler>& handlers() {
+  static const std::map<std::string, Handler> table = [] {
+    std::map<std::string, Handler> h;
+    auto s = [](const Reader& r) -> LaunchSettings& { return r.out.settings; };
+    h["compute_environment"] = [](const Reader& r, const YAML::Node& v, const std::string& k) {
+      r.at(v, [&] { return parse_choice(r.scalar(v, k), {"LOCAL_MACHINE"}, k + " (acc runs on local machines and clusters, not SageMaker)"); });
+    };
+    h["distributed_type"] = [s](const Reader& r, const YAML::Node& v, const std::string& k) {
+      s(r).distributed_type = r.at(v, [&] { return parse_distributed_type(r.scalar(v, k), k); });
+    };
+    h["mixed_precision"] = [s](const Reader& r, const YAML::Node& v, const std::string& k) {
+      s(r).mixed_precision = r.at(v, [&] { return parse_mixed_precision(r.scalar(v, k), k); });
+    };
+    h["fp16"] = [s](const Reader& r, const YAML::Node& v, const std::string& k) {
+      // Pre-0.6 Accelerate configs: `fp16: true` meant mixed_precision fp16.
+      if (r.at(v, [&] { return parse_bool(r.scalar(v, k), k); }) && !s(r).mixed_precision) s(r).mixed_precision = "fp16";
+    };
+    auto boolean = [s](std::optional<bool> LaunchSettings::*field) {
+      return [s, field](const Reader& r, const YAML::Node& v, const std::string& k) {
+        s(r).*field = r.at(v, [&] { return parse_bool(r.scalar(v, k), k); });
+      };
+    };
+    auto integer = [s](std::optional<int> LaunchSettings::*field, int min_value) {
+      return [s, field, min_value](const Reader& r, const YAML::Node& v, const std::string& k) {
+        s(r).*field = r.at(v, [&] { return parse_int(r.scalar(v, k), k, min_value); });
+      };
+    };
+    h["use_cpu"] = boolean(&LaunchSettings::use_cpu);
+    h["debug"] = boolean(&LaunchSettings::debug);
+    h["same_network"] = boolean(&LaunchSettings::same_network);
+    h["num_processes"] = integer(&LaunchSettings::num_processes, -1);
+    h["num_machines"] = integer(&LaunchSettings::num_machines, 1);
+    h["machine_rank"] = integer(&LaunchSettings::machine_rank, 0);
+    h["main_process_port"] = integer(&LaunchSettings::main_process_port, 0);
+    h["gpu_ids"] = [s](const Reader& r, const YAML::Node& v, const std::string& k) {
+      s(r).gpu_ids = r.at(v, [&] { return parse_gpu_ids(r.scalar(v, k), k); });
+    };
+    h["main_process_ip"] = [s](const Reader& r, const YAML::Node& v, const std::string& k) {
+      s(r).main_process_ip = r.scalar(v, k);
+    };
+    h["rdzv_backend"] = [s](const Reader& r, const YAML::Node& v, const std::string& k) {
+      s(r).rdzv_backend = r.at(v, [&] { return parse_choice(r.scalar(v, k), {"static"}, k); });
+    };
+    h["fsdp_config"] = [](const Reader& r, const YAML::Node& v, const std::string&) { r.read_fsdp(v); };
+    auto ignored = [](const Reader& r, const YAML::Node& v, const std::string& k) {
+      // Defaults (false, empty maps) say nothing; only settings someone actually chose are reported.
+      const bool chosen = v.IsMap() ? v.size() > 0 : v.IsSequence() ? v.size() > 0
+                                                   : (v.Scalar() != "false" && v.Scalar() != "main" && v.Scalar() != "NO");
+      if (chosen) r.out.ignored_keys.push_back(k);
+    };
+    for (const char* key : {"main_training_function", "enable_cpu_affinity", "downcast_bf16", "fp8_config",
+                            "deepspeed_config", "megatron_lm_config", "mpirun_config", "parallelism_config",
+                            "dynamo_config", "dynamo_backend", "tpu_name", "tpu_zone", "tpu_use_cluster",
+                            "tpu_use_sudo", "command_file", "commands", "tpu_vm", "tpu_env"})
+      h[key] = ignored;
+    return h;
+  }();
+  return table;
+}
+
+const char* env_or_null(const char* name) {
+  const char* value = std::getenv(name);
+  return value && *value ? value : nullptr;
+}
+
+std::string cache_home() {
+  if (const char* xdg = env_or_null("XDG_CACHE_HOME")) return xdg;
+  const char* home = env_or_null("HOME");
+  return std::string(home ? home : "") + "/.cache";
+}
+
+void emit_scalar(YAML::Emitter& out, const std::string& key, const std::string& value) {
+  out << YAML::Key << key << YAML::Value << value;
+}
+
+}  // namespace
+
+ConfigFile read_config_file(const std::string& path) {
+  ConfigFile result{path, {}, {}};
+  const YAML::Node root = parse_document(path);
+  if (root.IsNull())
+    throw UsageError(path + ": the config file is empty; write one with `acc-config` or `acc-config default`");
+  if (!root.IsMap()) throw UsageError(location(path, root) + "expected a mapping of settings (key: value)");
+
+  const Reader reader{path, result};
+  std::vector<std::string> known;
+  for (const auto& [key, handler] : handlers()) known.push_back(key);
+  for (const auto& entry : root) {
+    const std::string key = entry.first.as<std::string>();
+    auto handler = handlers().find(key);
+    if (handler == handlers().end()) {
+      std::string message = location(path, entry.first) + "unknown key '" + key + "'";
+      if (auto near = closest_match(key, known)) message += " (did you mean '" + *near + "'?)";
+      throw UsageError(message + "; remove it or fix its spelling");
+    }
+    if (entry.second.IsNull()) continue;  // `key: null` is how Python writes "not set"
+    handler->second(reader, entry.second, key);
+  }
+  if (!result.settings.distributed_type)
+    throw UsageError(path + ": no distributed_type; add `distributed_type: NO` (or MULTI_CPU, MULTI_GPU, FSDP)");
+  return result;
+}
+
+void write_config_file(const std::string& path, const LaunchSettings& s) {
+  // Keys in sorted order, as Accelerate's yaml.safe_dump writes them.
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  emit_scalar(out, "compute_environment", "LOCAL_MACHINE");
+  if (s.debug) out << YAML::Key << "debug" << YAML::Value << *s.debug;
+  emit_scalar(out, "distributed_type", to_string(s.distributed_type.value_or(DistributedType::kNo)));
+  if (!s.fsdp.empty()) {
+    out << YAML::Key << "fsdp_config" << YAML::Value << YAML::BeginMap;
+    for (const auto& [key, value] : s.fsdp) {
+      const FsdpOption* option = find_fsdp_option(key);
+      out << YAML::Key << key << YAML::Value;
+      if (option && option->kind == FsdpValueKind::kBool) out << (value == "true");
+      else if (option && option->kind == FsdpValueKind::kInt) out << std::stol(value);
+      else out << value;
+    }
+    out << YAML::EndMap;
+  }
+  if (s.gpu_ids) emit_scalar(out, "gpu_ids", *s.gpu_ids);
+  if (s.machine_rank) out << YAML::Key << "machine_rank" << YAML::Value << *s.machine_rank;
+  if (s.main_process_ip) emit_scalar(out, "main_process_ip", *s.main_process_ip);
+  if (s.main_process_port) out << YAML::Key << "main_process_port" << YAML::Value << *s.main_process_port;
+  emit_scalar(out, "mixed_precision", s.mixed_precision.value_or("no"));
+  if (s.num_machines) out << YAML::Key << "num_machines" << YAML::Value << *s.num_machines;
+  if (s.num_processes) out << YAML::Key << "num_processes" << YAML::Value << *s.num_processes;
+  if (s.rdzv_backend) emit_scalar(out, "rdzv_backend", *s.rdzv_backend);
+  if (s.same_network) out << YAML::Key << "same_network" << YAML::Value << *s.same_network;
+  if (s.use_cpu) out << YAML::Key << "use_cpu" << YAML::Value << *s.use_cpu;
+  out << YAML::EndMap;
+
+  const fs::path target(path);
+  if (target.has_parent_path()) fs::create_directories(target.parent_path());
+  const fs::path temporary = target.string() + ".tmp";
+  {
+    std::ofstream file(temporary);
+    file << out.c_str() << "\n";
+    if (!file) throw UsageError("cannot write '" + temporary.string() + "'; check the directory's permissions");
+  }
+  fs::rename(temporary, target);
+}
+
+std::string acc_default_config_path() {
+  if (const char* explicit_path = env_or_null("ACC_CONFIG_FILE")) return explicit_path;
+  return cache_home() + "/acc/default_config.yaml";
+}
+
+std::string accelerate_default_config_path() {
+  if (const char* hf_home = env_or_null("HF_HOME")) return std::string(hf_home) + "/accelerate/default_config.yaml";
+  return cache_home() + "/huggingface/accelerate/default_config.yaml";
+}
+
+std::optional<std::string> find_default_config() {
+  for (const std::string& candidate : {acc_default_config_path(), accelerate_default_config_path()})
+    if (fs::is_regular_file(candidate)) return candidate;
+  return std::nullopt;
+}
+
+}  // namespace acc::launcher

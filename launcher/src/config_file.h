@@ -1,0 +1,36 @@
+#pragma once
+// Accelerate's config file format (the ClusterConfig of `accelerate config`): reading, writing and where
+// the default file lives. YAML is read with yaml-cpp, JSON (names ending in .json) with nlohmann-json.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launch_settings.h"
+
+namespace acc::launcher {
+
+struct ConfigFile {
+  std::string path;
+  LaunchSettings settings;
+  // Accelerate settings present in the file that acc has no use for (DeepSpeed, TPU, dynamo ...): they are
+  // accepted so that an existing file works unchanged, and reported so that nobody relies on them.
+  std::vector<std::string> ignored_keys;
+};
+
+// Throws UsageError with "path:line:column: problem; fix" for malformed files, unknown keys (naming the
+// closest known key) and bad values (listing the allowed ones).
+ConfigFile read_config_file(const std::string& path);
+
+// Writes `settings` in Accelerate's schema (readable by `accelerate launch` too), creating parent
+// directories. Writes through a temporary file so a crash never leaves half a config.
+void write_config_file(const std::string& path, const LaunchSettings& settings);
+
+// acc's own default: $ACC_CONFIG_FILE, else ${XDG_CACHE_HOME:-~/.cache}/acc/default_config.yaml.
+std::string acc_default_config_path();
+// Accelerate's default: $HF_HOME/accelerate/..., else ${XDG_CACHE_HOME:-~/.cache}/huggingface/accelerate/...
+std::string accelerate_default_config_path();
+// The config acc-launch uses when no --config_file is given: acc's default file if it exists, else
+// Accelerate's, else none.
+std::optional<std::string> find_default_config();
+
+}  // namespace acc::launcher

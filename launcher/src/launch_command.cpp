@@ -1,0 +1,211 @@
+#include "launch_command.h"
+
+#include <unistd.h>
+
+#include <iostream>
+
+#include "cli_style.h"
+#include "config_file.h"
+#include "errors.h"
+#include "fsdp_options.h"
+#include "launch_plan.h"
+#include "ports.h"
+#include "rank_environment.h"
+#include "system_info.h"
+#include "version.h"
+
+namespace acc::launcher {
+namespace {
+
+// Runs one of launch_settings.h's checks inside a CLI11 callback, so its message reaches the user as a
+// CLI11 validation error.
+template <typename F>
+auto checked(F&& parse) {
+  try {
+    return parse();
+  } catch (const UsageError& e) {
+    throw CLI::ValidationError(e.what());
+  }
+}
+
+void print_plan(const LaunchPlan& plan, const std::optional<std::string>& config, const SupervisorOptions& options) {
+  std::cerr << options.tool_name << ": config file: " << config.value_or("none") << "\n"
+            << options.tool_name << ": " << plan.world_size << " rank(s) over " << plan.num_machines
+            << " machine(s); this is machine " << plan.machine_rank << " with ranks "
+            << plan.machine_rank * plan.local_world_size << ".."
+            << (plan.machine_rank + 1) * plan.local_world_size - 1 << "; rendezvous at " << plan.master_addr << ":"
+            << plan.master_port << "\n"
+            << options.tool_name << ": distributed_type " << to_string(plan.distributed_type) << ", mixed_precision "
+            << plan.mixed_precision << ", use_cpu " << (plan.use_cpu ? "true" : "false") << "\n";
+  for (const auto& [name, value] : plan.fsdp_env) std::cerr << options.tool_name << ":   " << name << "=" << value << "\n";
+}
+
+}  // namespace
+
+std::string version_text(const std::string& tool) {
+  return tool + " (acc) " ACC_VERSION " (git " ACC_GIT_REVISION ")";
+}
+
+void add_launch_flags(CLI::App& app, LaunchInvocation& into) {
+  LaunchSettings& s = into.flags;
+  SupervisorOptions& sup = into.supervision;
+
+  app.add_option_function<std::string>(flag_names("--config_file"), [&](const std::string& v) { into.config_file = v; },
+                                       "Config file (Accelerate's YAML, or JSON if the name ends in .json); default: "
+                                       "acc's default config, else Accelerate's")
+      ->option_text("PATH");
+  app.add_flag(flag_names("--quiet", "-q"), sup.quiet, "Print only errors, not the launcher's notes");
+  app.add_flag_callback(flag_names("--debug"), [&] { s.debug = true; },
+                        "Print the launch plan and set ACCELERATE_DEBUG_MODE=true in the ranks");
+
+  auto* hardware = "Hardware";
+  app.add_flag_callback(flag_names("--cpu"), [&] { s.use_cpu = true; ++into.hardware_flags; },
+                        "Run on CPU even if GPUs are present")
+      ->group(hardware);
+  app.add_flag_callback(flag_names("--multi_gpu"), [&] { s.distributed_type = DistributedType::kMultiGpu; ++into.hardware_flags; },
+                        "Distributed GPU training (DDP)")
+      ->group(hardware);
+  app.add_flag_callback(flag_names("--use_fsdp"), [&] { s.distributed_type = DistributedType::kFsdp; ++into.hardware_flags; },
+                        "Fully sharded data parallel training (see the FSDP flags)")
+      ->group(hardware);
+  app.add_option_function<std::string>(
+         flag_names("--mixed_precision"),
+         [&](const std::string& v) { s.mixed_precision = checked([&] { return parse_mixed_precision(v, "--mixed_precision"); }); },
+         "no, fp16, bf16 or fp8")
+      ->option_text("MODE")
+      ->group(hardware);
+  app.add_option_function<std::string>(
+         flag_names("--gpu_ids"), [&](const std::string& v) { s.gpu_ids = checked([&] { return parse_gpu_ids(v, "--gpu_ids"); }); },
+         "GPUs of this machine to use, e.g. 0,1 (sets CUDA_VISIBLE_DEVICES); default all")
+      ->option_text("IDS")
+      ->group(hardware);
+
+  auto* resources = "Processes";
+  app.add_option_function<int>(flag_names("--num_processes", "-n"), [&](const int& v) { s.num_processes = v; },
+                               "Total number of processes over all machines; default: one per GPU, else 1")
+      ->check(CLI::PositiveNumber)
+      ->option_text("N")
+      ->group(resources);
+  app.add_option_function<int>(flag_names("--num_cpu_threads_per_process"),
+                               [&](const int& v) { s.num_cpu_threads_per_process = v; },
+                               "OMP_NUM_THREADS of each rank; default: cores / local processes, unless already set")
+      ->check(CLI::PositiveNumber)
+      ->option_text("N")
+      ->group(resources);
+  app.add_option_function<int>(flag_names("--gradient_accumulation_steps"),
+                               [&](const int& v) { s.gradient_accumulation_steps = v; },
+                               "Sets ACCELERATE_GRADIENT_ACCUMULATION_STEPS for the ranks")
+      ->check(CLI::PositiveNumber)
+      ->option_text("N")
+      ->group(resources);
+
+  auto* machines = "Machines (static rendezvous)";
+  app.add_option_function<int>(flag_names("--num_machines"), [&](const int& v) { s.num_machines = v; },
+                               "Number of machines; start one acc-launch on each")
+      ->check(CLI::PositiveNumber)
+      ->option_text("N")
+      ->group(machines);
+  app.add_option_function<int>(flag_names("--machine_rank"), [&](const int& v) { s.machine_rank = v; },
+                               "Rank of this machine, 0 for the main one")
+      ->check(CLI::NonNegativeNumber)
+      ->option_text("N")
+      ->group(machines);
+  app.add_option_function<std::string>(flag_names("--main_process_ip"), [&](const std::string& v) { s.main_process_ip = v; },
+                                       "Address of machine 0; default 127.0.0.1")
+      ->option_text("ADDR")
+      ->group(machines);
+  app.add_option_function<int>(flag_names("--main_process_port"), [&](const int& v) { s.main_process_port = v; },
+                               "Rendezvous port on machine 0; 0 picks a free one; default 29500")
+      ->check(CLI::Range(0, 65535))
+      ->option_text("PORT")
+      ->group(machines);
+  app.add_option_function<std::string>(
+         flag_names("--rdzv_backend"),
+         [&](const std::string& v) { s.rdzv_backend = checked([&] { return parse_choice(v, {"static"}, "--rdzv_backend"); }); },
+         "Rendezvous method; acc supports static")
+      ->option_text("NAME")
+      ->group(machines);
+  app.add_flag_callback(flag_names("--same_network"), [&] { s.same_network = true; },
+                        "Accepted for Accelerate compatibility (static rendezvous always uses --main_process_ip)")
+      ->group(machines);
+
+  auto* supervision = "Supervision and output";
+  app.add_option(flag_names("--max_restarts"), sup.max_restarts, "Restart all ranks up to N times after a failure; default 0")
+      ->check(CLI::NonNegativeNumber)
+      ->option_text("N")
+      ->group(supervision);
+  app.add_option(flag_names("--monitor_interval"), sup.monitor_interval_s, "Seconds between checks of the ranks; default 0.1")
+      ->check(CLI::Range(0.001, 60.0))
+      ->option_text("SECONDS")
+      ->group(supervision);
+  app.add_option(flag_names("--grace_period"), sup.grace_period_s,
+                 "Seconds between SIGTERM and SIGKILL when stopping ranks; default 5")
+      ->check(CLI::Range(0.0, 3600.0))
+      ->option_text("SECONDS")
+      ->group(supervision);
+  app.add_option(flag_names("--log_dir"), sup.log_dir,
+                 "Write each rank's output to DIR/attempt_K/rank_R/{stdout,stderr}.log instead of the console")
+      ->option_text("DIR")
+      ->group(supervision);
+  app.add_option(flag_names("--tee", "-t"), sup.tee,
+                 "With --log_dir, also show 1: stdout, 2: stderr, 3: both on the console; default 0")
+      ->check(CLI::Range(0, 3))
+      ->option_text("0-3")
+      ->group(supervision);
+  app.add_flag(flag_names("--no_python"), "Accepted for Accelerate compatibility: programs always run directly")
+      ->group(supervision);
+
+  auto* fsdp = "FSDP (with --use_fsdp or distributed_type: FSDP)";
+  for (const FsdpOption& option : fsdp_options()) {
+    std::string help = option.help;
+    if (option.kind == FsdpValueKind::kChoice) {
+      help += ": ";
+      for (size_t i = 0; i < option.choices.size(); ++i) help += (i ? ", " : "") + option.choices[i];
+    }
+    if (option.default_value) help += "; default " + *option.default_value;
+    app.add_option_function<std::string>(
+           flag_names("--" + option.key),
+           [&s, &option](const std::string& v) {
+             s.fsdp[option.key] = checked([&] { return normalize_fsdp_value(option, v, "--" + option.key); });
+           },
+           help)
+        ->option_text(option.kind == FsdpValueKind::kBool ? "BOOL" : "VALUE")
+        ->group(fsdp);
+  }
+}
+
+void check_flag_combinations(const LaunchInvocation& invocation) {
+  const LaunchSettings& s = invocation.flags;
+  if (invocation.hardware_flags > 1) throw UsageError("use only one of --cpu, --multi_gpu and --use_fsdp");
+  if (s.distributed_type == DistributedType::kMultiGpu && s.num_processes && *s.num_processes < 2)
+    throw UsageError("--multi_gpu needs at least 2 processes; drop --multi_gpu or raise --num_processes");
+  if (invocation.supervision.tee != 0 && invocation.supervision.log_dir.empty())
+    throw UsageError("--tee chooses which streams of the log files also reach the console; add --log_dir DIR");
+}
+
+int run_launch(const LaunchInvocation& invocation) {
+  const SupervisorOptions& options = invocation.supervision;
+  const std::optional<std::string> config_path =
+      invocation.config_file ? invocation.config_file : find_default_config();
+  LaunchSettings settings = invocation.flags;
+  if (config_path) {
+    const ConfigFile config = read_config_file(*config_path);
+    settings = overlay(config.settings, invocation.flags);
+    if (!config.ignored_keys.empty() && !options.quiet) {
+      std::string keys;
+      for (const auto& key : config.ignored_keys) keys += (keys.empty() ? "" : ", ") + key;
+      std::cerr << options.tool_name << ": note: " << *config_path << ": ignoring Accelerate settings acc does not use: "
+                << keys << "\n";
+    }
+  }
+  const EnvMap env = current_environment();
+  LaunchPlan plan = resolve_plan(settings, probe_machine(env), env);
+  assign_port(plan);
+  if (!options.quiet)
+    for (const auto& note : plan.notes) std::cerr << options.tool_name << ": note: " << note << "\n";
+  if (plan.debug) print_plan(plan, config_path, options);
+  std::cerr.flush();
+  return supervise(plan, options, env);
+}
+
+}  // namespace acc::launcher

@@ -1,0 +1,121 @@
+#include "launch_settings.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "did_you_mean.h"
+#include "errors.h"
+
+namespace acc::launcher {
+namespace {
+
+template <typename T>
+void take(std::optional<T>& into, const std::optional<T>& from) {
+  if (from) into = from;
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+std::string upper(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
+  return s;
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+const std::vector<std::pair<DistributedType, std::string>>& distributed_type_names() {
+  static const std::vector<std::pair<DistributedType, std::string>> names = {
+      {DistributedType::kNo, "NO"},
+      {DistributedType::kMultiCpu, "MULTI_CPU"},
+      {DistributedType::kMultiGpu, "MULTI_GPU"},
+      {DistributedType::kFsdp, "FSDP"}};
+  return names;
+}
+
+}  // namespace
+
+LaunchSettings overlay(const LaunchSettings& base, const LaunchSettings& top) {
+  LaunchSettings out = base;
+  take(out.distributed_type, top.distributed_type);
+  take(out.mixed_precision, top.mixed_precision);
+  take(out.use_cpu, top.use_cpu);
+  take(out.debug, top.debug);
+  take(out.num_processes, top.num_processes);
+  take(out.num_machines, top.num_machines);
+  take(out.machine_rank, top.machine_rank);
+  take(out.gpu_ids, top.gpu_ids);
+  take(out.main_process_ip, top.main_process_ip);
+  take(out.main_process_port, top.main_process_port);
+  take(out.rdzv_backend, top.rdzv_backend);
+  take(out.same_network, top.same_network);
+  take(out.gradient_accumulation_steps, top.gradient_accumulation_steps);
+  take(out.num_cpu_threads_per_process, top.num_cpu_threads_per_process);
+  for (const auto& [key, value] : top.fsdp) out.fsdp[key] = value;
+  return out;
+}
+
+std::string to_string(DistributedType type) {
+  for (const auto& [t, name] : distributed_type_names())
+    if (t == type) return name;
+  return "NO";
+}
+
+DistributedType parse_distributed_type(const std::string& value, const std::string& what) {
+  for (const auto& [t, name] : distributed_type_names())
+    if (upper(value) == name) return t;
+  // Accelerate's other types (DEEPSPEED, XLA, MEGATRON_LM, MULTI_NPU, ...) are real but not acc's.
+  throw UsageError(what + ": distributed type '" + value +
+                   "' is not supported by acc; use one of NO, MULTI_CPU, MULTI_GPU, FSDP");
+}
+
+std::string parse_choice(const std::string& value, const std::vector<std::string>& allowed, const std::string& what) {
+  for (const auto& choice : allowed)
+    if (choice == value) return choice;
+  std::string message = what + ": bad value '" + value + "'; allowed values: " + join(allowed);
+  if (auto near = closest_match(value, allowed)) message += " (did you mean '" + *near + "'?)";
+  throw UsageError(message);
+}
+
+std::string parse_mixed_precision(const std::string& value, const std::string& what) {
+  return parse_choice(lower(value), {"no", "fp16", "bf16", "fp8"}, what);
+}
+
+bool parse_bool(const std::string& value, const std::string& what) {
+  // The spellings Accelerate's str_to_bool and YAML both accept.
+  const std::string v = lower(value);
+  if (v == "true" || v == "yes" || v == "y" || v == "on" || v == "t" || v == "1") return true;
+  if (v == "false" || v == "no" || v == "n" || v == "off" || v == "f" || v == "0") return false;
+  throw UsageError(what + ": bad value '" + value + "'; allowed values: true, false");
+}
+
+int parse_int(const std::string& value, const std::string& what, int min_value) {
+  size_t used = 0;
+  long parsed = 0;
+  try {
+    parsed = std::stol(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != value.size() || parsed < min_value || parsed > 1000000000)
+    throw UsageError(what + ": bad value '" + value + "'; expected an integer >= " + std::to_string(min_value));
+  return static_cast<int>(parsed);
+}
+
+std::string parse_gpu_ids(const std::string& value, const std::string& what) {
+  if (lower(value) == "all") return "all";
+  // A comma-separated list of device indices (or UUIDs, which CUDA_VISIBLE_DEVICES also accepts).
+  bool ok = !value.empty() && value.front() != ',' && value.back() != ',' && value.find(",,") == std::string::npos &&
+            std::all_of(value.begin(), value.end(),
+                        [](unsigned char c) { return std::isalnum(c) || c == ',' || c == '-'; });
+  if (!ok) throw UsageError(what + ": bad value '" + value + "'; expected 'all' or GPU ids like '0,1'");
+  return value;
+}
+
+}  // namespace acc::launcher

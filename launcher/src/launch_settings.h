@@ -1,0 +1,50 @@
+#pragma once
+// What a launch can be configured with, from any source (command line, config file). Every field is
+// optional so that sources can be layered: command line over config file over defaults (Accelerate's
+// precedence); resolve_plan() applies the defaults.
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace acc::launcher {
+
+// Accelerate's distributed_type values that acc supports (others are rejected when read).
+enum class DistributedType { kNo, kMultiCpu, kMultiGpu, kFsdp };
+
+struct LaunchSettings {
+  std::optional<DistributedType> distributed_type;
+  std::optional<std::string> mixed_precision;  // no | fp16 | bf16 | fp8
+  std::optional<bool> use_cpu;
+  std::optional<bool> debug;
+  std::optional<int> num_processes;  // total over all machines; -1 in a config means "give it on the command line"
+  std::optional<int> num_machines;
+  std::optional<int> machine_rank;
+  std::optional<std::string> gpu_ids;  // "all" or a comma-separated list
+  std::optional<std::string> main_process_ip;
+  std::optional<int> main_process_port;  // 0 picks a free port
+  std::optional<std::string> rdzv_backend;  // only "static"
+  std::optional<bool> same_network;
+  std::optional<int> gradient_accumulation_steps;
+  std::optional<int> num_cpu_threads_per_process;
+  // FSDP options by their config key ("fsdp_sharding_strategy"), values already normalized (fsdp_options.h).
+  std::map<std::string, std::string> fsdp;
+};
+
+// `top` wins wherever it sets a field; FSDP options merge key by key.
+LaunchSettings overlay(const LaunchSettings& base, const LaunchSettings& top);
+
+// Accelerate's spelling of a distributed type ("MULTI_GPU") and back. parse throws UsageError listing the
+// allowed values; `what` names the setting in that message.
+std::string to_string(DistributedType type);
+DistributedType parse_distributed_type(const std::string& value, const std::string& what);
+
+// Value checks shared by flags, config files and the questionnaire. Each throws UsageError whose message
+// names the setting (`what`), the bad value and the allowed values.
+std::string parse_mixed_precision(const std::string& value, const std::string& what);
+bool parse_bool(const std::string& value, const std::string& what);
+std::string parse_choice(const std::string& value, const std::vector<std::string>& allowed, const std::string& what);
+int parse_int(const std::string& value, const std::string& what, int min_value);
+std::string parse_gpu_ids(const std::string& value, const std::string& what);
+
+}  // namespace acc::launcher

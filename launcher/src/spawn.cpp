@@ -1,0 +1,76 @@
+#include "spawn.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace acc::launcher {
+namespace {
+
+std::vector<char*> pointers(const std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  out.reserve(strings.size() + 1);
+  for (const auto& s : strings) out.push_back(const_cast<char*>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+[[noreturn]] void fail_in_child(int status_fd) {
+  const int error = errno;
+  (void)!::write(status_fd, &error, sizeof(error));
+  ::_exit(127);
+}
+
+}  // namespace
+
+SpawnResult spawn(const SpawnRequest& request) {
+  // Everything the child needs is prepared before fork().
+  std::vector<char*> argv = pointers(request.argv);
+  std::vector<char*> envp = pointers(request.envp);
+  int status_pipe[2];
+  if (::pipe2(status_pipe, O_CLOEXEC) != 0) return {-1, errno};
+  const pid_t parent = ::getpid();
+
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    const int error = errno;
+    ::close(status_pipe[0]);
+    ::close(status_pipe[1]);
+    return {-1, error};
+  }
+  if (pid == 0) {
+    ::close(status_pipe[0]);
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail_in_child(status_pipe[1]);
+    if (::getppid() != parent) ::_exit(128 + SIGKILL);  // the launcher died before prctl took effect
+    ::setpgid(0, 0);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) ::signal(sig, SIG_DFL);
+    const int null_fd = ::open("/dev/null", O_RDONLY);
+    if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);
+    if (request.stdout_fd >= 0) ::dup2(request.stdout_fd, STDOUT_FILENO);
+    if (request.stderr_fd >= 0) ::dup2(request.stderr_fd, STDERR_FILENO);
+    ::execvpe(argv[0], argv.data(), envp.data());
+    fail_in_child(status_pipe[1]);
+  }
+
+  // Also set the group from the parent: whichever runs first, the group exists before anyone signals it.
+  ::setpgid(pid, pid);
+  ::close(status_pipe[1]);
+  SpawnResult result{pid, 0};
+  // Blocks until exec succeeds (the close-on-exec pipe closes: read returns 0) or fails (the errno).
+  ssize_t got;
+  do {
+    got = ::read(status_pipe[0], &result.exec_errno, sizeof(result.exec_errno));
+  } while (got < 0 && errno == EINTR);
+  if (got <= 0) result.exec_errno = 0;
+  ::close(status_pipe[0]);
+  return result;
+}
+
+}  // namespace acc::launcher

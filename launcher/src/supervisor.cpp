@@ -1,0 +1,351 @@
+#include "supervisor.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include "errors.h"
+#include "rank_environment.h"
+#include "rank_output.h"
+#include "spawn.h"
+
+namespace acc::launcher {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr size_t kHistoryLines = 20;
+constexpr auto kDrainTimeout = std::chrono::seconds(2);
+
+std::string signal_name(int sig) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+std::string describe(int wait_status) {
+  if (WIFEXITED(wait_status)) return "exited with code " + std::to_string(WEXITSTATUS(wait_status));
+  const int sig = WTERMSIG(wait_status);
+  return "was killed by signal " + std::to_string(sig) + " (" + signal_name(sig) + ")";
+}
+
+bool failed(int wait_status) { return !WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0; }
+
+int exit_code_of(int wait_status) {
+  return WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : ExitCode::kSignalBase + WTERMSIG(wait_status);
+}
+
+struct Stream {
+  int fd = -1;  // read end of the rank's pipe; -1 once closed
+  int log_fd = -1;
+  std::unique_ptr<RankStream> sink;
+};
+
+struct Rank {
+  int local_rank = 0;
+  int rank = 0;
+  pid_t pid = -1;
+  bool running = false;
+  int wait_status = 0;
+  Clock::time_point started;
+  LineHistory history{kHistoryLines};
+  Stream streams[2];  // stdout, stderr
+};
+
+enum class Outcome { kSuccess, kRankFailed, kInterrupted, kExecFailed };
+
+class Supervisor {
+ public:
+  Supervisor(const LaunchPlan& plan, const SupervisorOptions& options, const EnvMap& env, int signal_fd)
+      : plan_(plan), options_(options), env_(env), signal_fd_(signal_fd) {}
+
+  int run() {
+    for (int attempt = 0;; ++attempt) {
+      switch (run_attempt(attempt)) {
+        case Outcome::kSuccess:
+          return ExitCode::kOk;
+        case Outcome::kInterrupted:
+          return ExitCode::kSignalBase + interrupt_signal_;
+        case Outcome::kExecFailed:
+          return exec_exit_code_;
+        case Outcome::kRankFailed:
+          break;
+      }
+      if (attempt >= options_.max_restarts) return failure_exit_code_;
+      note("restarting all ranks (restart " + std::to_string(attempt + 1) + " of " +
+           std::to_string(options_.max_restarts) + ")");
+    }
+  }
+
+ private:
+  // Pipes are needed to prefix lines, write log files and quote a failed rank's last lines. A single
+  // process without log files inherits the console, so it behaves exactly as when run directly.
+  bool piped() const { return plan_.world_size > 1 || !options_.log_dir.empty(); }
+
+  void say(const std::string& message) const { write_all(STDERR_FILENO, options_.tool_name + ": " + message + "\n"); }
+  void note(const std::string& message) const {
+    if (!options_.quiet) say(message);
+  }
+
+  Outcome run_attempt(int attempt) {
+    ranks_.clear();
+    ranks_.resize(plan_.local_world_size);
+    failed_rank_ = nullptr;
+    kill_deadline_.reset();
+    for (int local = 0; local < plan_.local_world_size; ++local) {
+      Rank& rank = ranks_[local];
+      rank.local_rank = local;
+      rank.rank = plan_.machine_rank * plan_.local_world_size + local;
+      if (!start(rank, attempt)) {
+        signal_all(SIGKILL);
+        wait_for_ranks();
+        finish_attempt();
+        return Outcome::kExecFailed;
+      }
+    }
+    wait_for_ranks();
+    finish_attempt();
+    if (interrupt_signal_) return Outcome::kInterrupted;
+    if (failed_rank_) {
+      report_failure(*failed_rank_);
+      return Outcome::kRankFailed;
+    }
+    return Outcome::kSuccess;
+  }
+
+  int open_log(const std::filesystem::path& dir, const char* name) const {
+    const std::string path = (dir / name).string();
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) throw UsageError("cannot write log file '" + path + "': " + std::strerror(errno) + "; check --log_dir");
+    return fd;
+  }
+
+  bool start(Rank& rank, int attempt) {
+    SpawnRequest request;
+    request.argv = options_.program;
+    request.envp = to_envp(rank_environment(plan_, rank.local_rank, attempt, options_.max_restarts, env_));
+    int write_ends[2] = {-1, -1};
+    if (piped()) {
+      std::filesystem::path log_dir;
+      if (!options_.log_dir.empty()) {
+        log_dir = std::filesystem::path(options_.log_dir) / ("attempt_" + std::to_string(attempt)) /
+                  ("rank_" + std::to_string(rank.rank));
+        std::filesystem::create_directories(log_dir);
+      }
+      const std::string prefix = plan_.world_size > 1 ? "[rank" + std::to_string(rank.rank) + "]: " : "";
+      for (int i = 0; i < 2; ++i) {
+        int fds[2];
+        if (::pipe2(fds, O_CLOEXEC) != 0) throw UsageError(std::string("cannot create a pipe: ") + std::strerror(errno));
+        Stream& stream = rank.streams[i];
+        stream.fd = fds[0];
+        write_ends[i] = fds[1];
+        const int console = i == 0 ? STDOUT_FILENO : STDERR_FILENO;
+        const bool to_console = options_.log_dir.empty() || (options_.tee & (i + 1));
+        if (!options_.log_dir.empty()) stream.log_fd = open_log(log_dir, i == 0 ? "stdout.log" : "stderr.log");
+        stream.sink = std::make_unique<RankStream>(prefix, to_console ? console : -1, stream.log_fd, &rank.history);
+      }
+    }
+    request.stdout_fd = write_ends[0];
+    request.stderr_fd = write_ends[1];
+    const SpawnResult result = spawn(request);
+    for (int fd : write_ends)
+      if (fd >= 0) ::close(fd);
+    if (result.pid < 0) throw UsageError(std::string("cannot start a process: ") + std::strerror(result.exec_errno));
+    rank.pid = result.pid;
+    rank.running = true;
+    rank.started = Clock::now();
+    if (result.exec_errno != 0) {
+      exec_failed_ = true;
+      exec_exit_code_ = result.exec_errno == ENOENT ? ExitCode::kNotFound : ExitCode::kCannotExecute;
+      say("cannot execute '" + options_.program[0] + "': " + std::strerror(result.exec_errno) +
+          (result.exec_errno == ENOENT ? " (give a path like ./" + options_.program[0] + ", or put it on PATH)" : ""));
+      return false;
+    }
+    return true;
+  }
+
+  // Relays output and reacts to exits and signals until every rank has been reaped.
+  void wait_for_ranks() {
+    while (std::any_of(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.running; })) {
+      poll_once(options_.monitor_interval_s);
+      if (kill_deadline_ && Clock::now() >= *kill_deadline_) {
+        signal_all(SIGKILL);
+        kill_deadline_.reset();
+      }
+    }
+  }
+
+  void poll_once(double max_wait_s) {
+    std::vector<pollfd> fds{{signal_fd_, POLLIN, 0}};
+    std::vector<Stream*> streams{nullptr};
+    for (Rank& rank : ranks_)
+      for (Stream& stream : rank.streams)
+        if (stream.fd >= 0) {
+          fds.push_back({stream.fd, POLLIN, 0});
+          streams.push_back(&stream);
+        }
+    auto wait = std::chrono::duration<double>(max_wait_s);
+    if (kill_deadline_) wait = std::min<std::chrono::duration<double>>(wait, *kill_deadline_ - Clock::now());
+    const int timeout_ms = std::max(0, static_cast<int>(wait.count() * 1000) + 1);
+    if (::poll(fds.data(), fds.size(), timeout_ms) <= 0) return;
+    for (size_t i = 1; i < fds.size(); ++i)
+      if (fds[i].revents) read_stream(*streams[i]);
+    if (fds[0].revents & POLLIN) read_signals();
+  }
+
+  void read_stream(Stream& stream) {
+    char buffer[65536];
+    const ssize_t got = ::read(stream.fd, buffer, sizeof(buffer));
+    if (got > 0) {
+      stream.sink->feed(std::string_view(buffer, static_cast<size_t>(got)));
+    } else if (got == 0 || errno != EINTR) {
+      stream.sink->finish();
+      ::close(stream.fd);
+      stream.fd = -1;
+    }
+  }
+
+  void read_signals() {
+    signalfd_siginfo info;
+    while (::read(signal_fd_, &info, sizeof(info)) == sizeof(info)) {
+      if (info.ssi_signo == SIGCHLD) reap();
+      else on_signal(static_cast<int>(info.ssi_signo));
+    }
+  }
+
+  void on_signal(int sig) {
+    if (interrupt_signal_) {
+      say("got " + signal_name(sig) + " again: killing all ranks now");
+      signal_all(SIGKILL);
+      return;
+    }
+    interrupt_signal_ = sig;
+    say("got " + signal_name(sig) + ": passing it to every rank (send it again to kill them at once)");
+    signal_all(sig);
+    kill_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(options_.grace_period_s));
+  }
+
+  void reap() {
+    int status = 0;
+    pid_t pid;
+    // As a child subreaper the launcher also inherits orphaned descendants of ranks; they are reaped here too.
+    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+      for (Rank& rank : ranks_) {
+        if (rank.pid != pid || !rank.running) continue;
+        rank.running = false;
+        rank.wait_status = status;
+        if (failed(status) && !failed_rank_ && !interrupt_signal_ && !exec_failed_) on_rank_failed(rank);
+      }
+    }
+  }
+
+  void on_rank_failed(Rank& rank) {
+    failed_rank_ = &rank;
+    failure_exit_code_ = exit_code_of(rank.wait_status);
+    const bool others = std::any_of(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.running; });
+    say("rank " + std::to_string(rank.rank) + " " + describe(rank.wait_status) +
+        (others ? "; stopping the other ranks" : ""));
+    signal_all(SIGTERM);
+    kill_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(options_.grace_period_s));
+  }
+
+  // Signals each running rank's whole process group: the rank and whatever it started.
+  void signal_all(int sig) {
+    for (Rank& rank : ranks_)
+      if (rank.running) ::kill(-rank.pid, sig);
+  }
+
+  // After the ranks: descendants they left behind are killed (no orphans), and the pipes drained so
+  // that the last lines are complete before the report.
+  void finish_attempt() {
+    // A group id can only be reused once the group is empty, and a leftover member keeps it alive;
+    // an empty group makes kill() fail harmlessly with ESRCH.
+    for (Rank& rank : ranks_)
+      if (rank.pid > 0) ::kill(-rank.pid, SIGKILL);
+    const auto give_up = Clock::now() + kDrainTimeout;
+    auto open_streams = [this] {
+      for (const Rank& rank : ranks_)
+        for (const Stream& stream : rank.streams)
+          if (stream.fd >= 0) return true;
+      return false;
+    };
+    while (open_streams() && Clock::now() < give_up) poll_once(0.05);
+    for (Rank& rank : ranks_)
+      for (Stream& stream : rank.streams) {
+        if (stream.fd >= 0) {
+          stream.sink->finish();
+          ::close(stream.fd);
+          stream.fd = -1;
+        }
+        if (stream.log_fd >= 0) ::close(stream.log_fd);
+        stream.log_fd = -1;
+      }
+    while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+  }
+
+  void report_failure(const Rank& rank) const {
+    const double seconds = std::chrono::duration<double>(Clock::now() - rank.started).count();
+    char elapsed[32];
+    std::snprintf(elapsed, sizeof(elapsed), "%.1f", seconds);
+    std::string message = options_.tool_name + ": failed: rank " + std::to_string(rank.rank) + " (local rank " +
+                          std::to_string(rank.local_rank) + ", pid " + std::to_string(rank.pid) + ") " +
+                          describe(rank.wait_status) + " after about " + elapsed + " s\n";
+    if (!piped()) {
+      message += options_.tool_name + ": its output is above\n";
+    } else if (rank.history.lines().empty()) {
+      message += options_.tool_name + ": it printed nothing\n";
+    } else {
+      message += options_.tool_name + ": its last lines:\n";
+      for (const auto& line : rank.history.lines()) message += "  | " + line + "\n";
+    }
+    write_all(STDERR_FILENO, message);
+  }
+
+  const LaunchPlan& plan_;
+  const SupervisorOptions& options_;
+  const EnvMap& env_;
+  int signal_fd_;
+  std::vector<Rank> ranks_;
+  const Rank* failed_rank_ = nullptr;
+  int failure_exit_code_ = 1;
+  int exec_exit_code_ = ExitCode::kNotFound;
+  int interrupt_signal_ = 0;
+  bool exec_failed_ = false;
+  std::optional<Clock::time_point> kill_deadline_;
+};
+
+}  // namespace
+
+int supervise(const LaunchPlan& plan, const SupervisorOptions& options, const EnvMap& base_env) {
+  // Signals arrive through a descriptor polled with the ranks' output: no handlers, no races.
+  sigset_t handled;
+  sigemptyset(&handled);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) sigaddset(&handled, sig);
+  ::sigprocmask(SIG_BLOCK, &handled, nullptr);
+  const int signal_fd = ::signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (signal_fd < 0) throw UsageError(std::string("cannot create a signalfd: ") + std::strerror(errno));
+  // A closed console must not kill the launcher while ranks still run.
+  ::signal(SIGPIPE, SIG_IGN);
+  // Descendants of a rank that outlive it are re-parented here instead of to init, so they are reaped.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+
+  Supervisor supervisor(plan, options, base_env, signal_fd);
+  const int code = supervisor.run();
+  ::close(signal_fd);
+  return code;
+}
+
+}  // namespace acc::launcher
