@@ -70,7 +70,8 @@ std::string first_slurm_host(const std::string& nodelist) {
   const std::string range = entry.substr(open + 1, close == std::string::npos ? std::string::npos : close - open - 1);
   // "03-05,9" -> "03": the first number keeps its zero padding, as SLURM's host names do.
   const std::string first = range.substr(0, range.find_first_of(",-"));
-  const std::string suffix = close == std::string::npos ? "" : entry.substr(close + 1);
+  // Names may hold several ranges ("rack[1-2]-n[1-4]"): the suffix is expanded the same way.
+  const std::string suffix = close == std::string::npos ? "" : first_slurm_host(entry.substr(close + 1));
   return entry.substr(0, open) + first + suffix;
 }
 

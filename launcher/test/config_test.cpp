@@ -1,0 +1,198 @@
+// Config files: Accelerate's schema read from YAML and JSON, error messages, writing, default locations.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <fstream>
+
+#include "config_file.h"
+#include "errors.h"
+#include "test_process.h"
+
+namespace acc::launcher {
+namespace {
+
+using ::testing::HasSubstr;
+
+class ConfigFileTest : public ::testing::Test {
+ protected:
+  std::string write(const std::string& name, const std::string& text) {
+    const std::string path = dir_ + "/" + name;
+    std::ofstream(path) << text;
+    return path;
+  }
+  std::string error_of(const std::string& name, const std::string& text) {
+    try {
+      read_config_file(write(name, text));
+    } catch (const UsageError& e) {
+      return e.what();
+    }
+    return "no error";
+  }
+  std::string dir_ = testing::temp_dir("config");
+};
+
+TEST_F(ConfigFileTest, ReadsAccelerateYaml) {
+  const ConfigFile config = read_config_file(write("a.yaml", R"(compute_environment: LOCAL_MACHINE
+debug: false
+distributed_type: FSDP
+downcast_bf16: 'no'
+enable_cpu_affinity: false
+fsdp_config:
+  fsdp_sharding_strategy: SHARD_GRAD_OP
+  fsdp_state_dict_type: FULL_STATE_DICT
+  fsdp_offload_params: false
+  backward_prefetch: backward_pre
+gpu_ids: all
+machine_rank: 0
+main_process_ip: null
+main_process_port: 29600
+main_training_function: main
+mixed_precision: bf16
+num_machines: 1
+num_processes: 4
+rdzv_backend: static
+same_network: true
+tpu_env: []
+tpu_use_cluster: false
+tpu_use_sudo: false
+use_cpu: false
+)"));
+  const LaunchSettings& s = config.settings;
+  EXPECT_EQ(s.distributed_type, DistributedType::kFsdp);
+  EXPECT_EQ(s.mixed_precision, "bf16");
+  EXPECT_EQ(s.num_processes, 4);
+  EXPECT_EQ(s.main_process_port, 29600);
+  EXPECT_FALSE(s.main_process_ip.has_value());  // null means unset
+  EXPECT_EQ(s.gpu_ids, "all");
+  EXPECT_EQ(s.fsdp.at("fsdp_sharding_strategy"), "SHARD_GRAD_OP");
+  EXPECT_EQ(s.fsdp.at("fsdp_offload_params"), "false");
+  EXPECT_EQ(s.fsdp.at("fsdp_backward_prefetch"), "BACKWARD_PRE");  // prefix added, case normalized
+  EXPECT_THAT(config.ignored_keys, ::testing::ElementsAre("downcast_bf16"));
+}
+
+TEST_F(ConfigFileTest, ReadsJsonByExtensionAndJsonInYamlFiles) {
+  // `accelerate config default` writes JSON text into default_config.yaml.
+  const std::string json = R"({"compute_environment": "LOCAL_MACHINE", "distributed_type": "MULTI_CPU",
+                               "num_processes": 2, "use_cpu": true, "mixed_precision": "no"})";
+  for (const char* name : {"c.json", "default_config.yaml"}) {
+    const LaunchSettings s = read_config_file(write(name, json)).settings;
+    EXPECT_EQ(s.distributed_type, DistributedType::kMultiCpu) << name;
+    EXPECT_EQ(s.num_processes, 2) << name;
+    EXPECT_EQ(s.use_cpu, true) << name;
+  }
+}
+
+TEST_F(ConfigFileTest, LegacyNumericShardingStrategyAndFp16) {
+  const LaunchSettings s = read_config_file(write("old.yaml", "distributed_type: FSDP\nfp16: true\n"
+                                                              "fsdp_config:\n  fsdp_sharding_strategy: 2\n"))
+                               .settings;
+  EXPECT_EQ(s.fsdp.at("fsdp_sharding_strategy"), "SHARD_GRAD_OP");
+  EXPECT_EQ(s.mixed_precision, "fp16");
+}
+
+TEST_F(ConfigFileTest, UnknownKeyNamesPositionAndClosestKey) {
+  EXPECT_EQ(error_of("u.yaml", "distributed_type: NO\nnum_proceses: 2\n"),
+            dir_ + "/u.yaml:2:1: unknown key 'num_proceses' (did you mean 'num_processes'?); remove it or fix its spelling");
+  EXPECT_THAT(error_of("f.yaml", "distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_stratgy: FULL_SHARD\n"),
+              HasSubstr("f.yaml:3:3: unknown key 'fsdp_sharding_stratgy' in fsdp_config (did you mean "
+                        "'fsdp_sharding_strategy'?)"));
+  EXPECT_THAT(error_of("j.json", R"({"distributed_type": "NO", "bogus_setting": 1})"),
+              HasSubstr("j.json: unknown key 'bogus_setting'"));
+}
+
+TEST_F(ConfigFileTest, BadValuesListAllowedValues) {
+  EXPECT_EQ(error_of("m.yaml", "distributed_type: NO\nmixed_precision: fp17\n"),
+            dir_ + "/m.yaml:2:18: mixed_precision: bad value 'fp17'; allowed values: no, fp16, bf16, fp8 (did you mean 'fp16'?)");
+  EXPECT_THAT(error_of("d.yaml", "distributed_type: DEEPSPEED\n"),
+              HasSubstr("d.yaml:1:19: distributed_type: distributed type 'DEEPSPEED' is not supported by acc; use one of "
+                        "NO, MULTI_CPU, MULTI_GPU, FSDP"));
+  EXPECT_THAT(error_of("n.yaml", "distributed_type: NO\nnum_processes: two\n"),
+              HasSubstr("n.yaml:2:16: num_processes: bad value 'two'; expected an integer >= -1"));
+  EXPECT_THAT(error_of("b.yaml", "distributed_type: NO\nuse_cpu: maybe\n"),
+              HasSubstr("use_cpu: bad value 'maybe'; allowed values: true, false"));
+  EXPECT_THAT(error_of("s.yaml", "distributed_type: FSDP\nfsdp_config:\n  fsdp_state_dict_type: FULL\n"),
+              HasSubstr("allowed values: FULL_STATE_DICT, LOCAL_STATE_DICT, SHARDED_STATE_DICT"));
+  EXPECT_THAT(error_of("l.yaml", "distributed_type: NO\nnum_machines: [1, 2]\n"),
+              HasSubstr("l.yaml:2:15: num_machines: expected a single value, found a list"));
+  EXPECT_THAT(error_of("e.yaml", "num_processes: 2\n"), HasSubstr("no distributed_type; add `distributed_type: NO`"));
+  EXPECT_THAT(error_of("sm.yaml", "compute_environment: AMAZON_SAGEMAKER\ndistributed_type: NO\n"),
+              HasSubstr("allowed values: LOCAL_MACHINE"));
+}
+
+TEST_F(ConfigFileTest, MalformedFilesGiveLineAndColumn) {
+  EXPECT_THAT(error_of("bad.yaml", "distributed_type: NO\nnum_processes: [2\n"),
+              ::testing::MatchesRegex(".*bad.yaml:[0-9]+:[0-9]+: malformed YAML: .+"));
+  EXPECT_THAT(error_of("bad.json", "{\n  \"distributed_type\": \"NO\",\n  oops\n}"),
+              ::testing::MatchesRegex(".*bad.json:3:3: malformed JSON: .+"));
+  EXPECT_THAT(error_of("empty.yaml", ""), HasSubstr("the config file is empty; write one with `acc-config`"));
+  EXPECT_THAT(error_of("list.yaml", "- a\n- b\n"), HasSubstr("list.yaml:1:1: expected a mapping"));
+}
+
+TEST_F(ConfigFileTest, MissingFileNamesTheFlag) {
+  try {
+    read_config_file(dir_ + "/absent.yaml");
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("cannot read config file"));
+    EXPECT_THAT(e.what(), HasSubstr("--config_file"));
+  }
+}
+
+TEST_F(ConfigFileTest, WriteThenReadRoundTrips) {
+  LaunchSettings s;
+  s.distributed_type = DistributedType::kFsdp;
+  s.mixed_precision = "bf16";
+  s.num_processes = 8;
+  s.num_machines = 2;
+  s.machine_rank = 1;
+  s.main_process_ip = "10.0.0.1";
+  s.main_process_port = 29555;
+  s.use_cpu = false;
+  s.fsdp["fsdp_sharding_strategy"] = "FULL_SHARD";
+  s.fsdp["fsdp_offload_params"] = "true";
+  s.fsdp["fsdp_min_num_params"] = "1000";
+  const std::string path = dir_ + "/nested/dir/out.yaml";
+  write_config_file(path, s);
+  const LaunchSettings back = read_config_file(path).settings;
+  EXPECT_EQ(back.distributed_type, s.distributed_type);
+  EXPECT_EQ(back.mixed_precision, s.mixed_precision);
+  EXPECT_EQ(back.num_processes, 8);
+  EXPECT_EQ(back.num_machines, 2);
+  EXPECT_EQ(back.machine_rank, 1);
+  EXPECT_EQ(back.main_process_ip, "10.0.0.1");
+  EXPECT_EQ(back.main_process_port, 29555);
+  EXPECT_EQ(back.fsdp, s.fsdp);
+  EXPECT_THAT(testing::read_text(path), HasSubstr("fsdp_offload_params: true"));  // a YAML bool, not "true"
+}
+
+TEST_F(ConfigFileTest, DefaultLocations) {
+  setenv("HOME", "/home/u", 1);
+  unsetenv("XDG_CACHE_HOME");
+  unsetenv("HF_HOME");
+  unsetenv("ACC_CONFIG_FILE");
+  EXPECT_EQ(acc_default_config_path(), "/home/u/.cache/acc/default_config.yaml");
+  EXPECT_EQ(accelerate_default_config_path(), "/home/u/.cache/huggingface/accelerate/default_config.yaml");
+  setenv("XDG_CACHE_HOME", "/x", 1);
+  EXPECT_EQ(acc_default_config_path(), "/x/acc/default_config.yaml");
+  EXPECT_EQ(accelerate_default_config_path(), "/x/huggingface/accelerate/default_config.yaml");
+  setenv("HF_HOME", "/hf", 1);
+  setenv("ACC_CONFIG_FILE", "/c.yaml", 1);
+  EXPECT_EQ(acc_default_config_path(), "/c.yaml");
+  EXPECT_EQ(accelerate_default_config_path(), "/hf/accelerate/default_config.yaml");
+
+  // acc's file first, then Accelerate's, else none.
+  setenv("XDG_CACHE_HOME", dir_.c_str(), 1);
+  unsetenv("HF_HOME");
+  unsetenv("ACC_CONFIG_FILE");
+  EXPECT_EQ(find_default_config(), std::nullopt);
+  LaunchSettings s;
+  write_config_file(accelerate_default_config_path(), s);
+  EXPECT_EQ(find_default_config(), accelerate_default_config_path());
+  write_config_file(acc_default_config_path(), s);
+  EXPECT_EQ(find_default_config(), acc_default_config_path());
+  unsetenv("XDG_CACHE_HOME");
+}
+
+}  // namespace
+}  // namespace acc::launcher

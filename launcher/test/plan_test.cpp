@@ -1,0 +1,246 @@
+// Resolving settings into a launch plan and the environment each rank gets; precedence; SLURM; output
+// lines; ports.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "did_you_mean.h"
+#include "errors.h"
+#include "launch_plan.h"
+#include "ports.h"
+#include "rank_environment.h"
+#include "rank_output.h"
+
+namespace acc::launcher {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string error_of(const LaunchSettings& s, const MachineFacts& facts = {}, const EnvMap& env = {}) {
+  try {
+    resolve_plan(s, facts, env);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(Plan, DefaultsAreOneProcessPerGpuOrOneCpuProcessWithANote) {
+  LaunchPlan cpu = resolve_plan({}, MachineFacts{0, 8}, {});
+  EXPECT_EQ(cpu.world_size, 1);
+  EXPECT_EQ(cpu.distributed_type, DistributedType::kNo);
+  EXPECT_EQ(cpu.master_port, 29500);
+  EXPECT_EQ(cpu.omp_num_threads, 8);
+  ASSERT_EQ(cpu.notes.size(), 1u);
+  EXPECT_THAT(cpu.notes[0], HasSubstr("ask for more with --num_processes N"));
+
+  LaunchPlan gpus = resolve_plan({}, MachineFacts{4, 16}, {});
+  EXPECT_EQ(gpus.world_size, 4);
+  EXPECT_EQ(gpus.local_world_size, 4);
+  EXPECT_EQ(gpus.distributed_type, DistributedType::kMultiGpu);
+  EXPECT_EQ(gpus.omp_num_threads, 4);
+
+  LaunchSettings forced_cpu;
+  forced_cpu.use_cpu = true;
+  EXPECT_EQ(resolve_plan(forced_cpu, MachineFacts{4, 16}, {}).world_size, 1);
+}
+
+TEST(Plan, CommandLineOverConfigOverDefaults) {
+  LaunchSettings config;
+  config.distributed_type = DistributedType::kMultiGpu;
+  config.num_processes = 4;
+  config.mixed_precision = "bf16";
+  config.main_process_port = 29600;
+  config.fsdp["fsdp_offload_params"] = "true";
+  LaunchSettings flags;
+  flags.num_processes = 2;
+  flags.use_cpu = true;
+  flags.fsdp["fsdp_offload_params"] = "false";
+  const LaunchSettings merged = overlay(config, flags);
+  EXPECT_EQ(merged.num_processes, 2);                   // flag wins
+  EXPECT_EQ(merged.mixed_precision, "bf16");            // config fills in
+  EXPECT_EQ(merged.main_process_port, 29600);
+  EXPECT_EQ(merged.fsdp.at("fsdp_offload_params"), "false");
+  const LaunchPlan plan = resolve_plan(merged, MachineFacts{8, 8}, {});
+  EXPECT_EQ(plan.distributed_type, DistributedType::kMultiCpu);  // --cpu turns MULTI_GPU into MULTI_CPU
+  EXPECT_EQ(plan.world_size, 2);
+  EXPECT_TRUE(plan.port_given);
+}
+
+TEST(Plan, MultiMachineRanksAndErrors) {
+  LaunchSettings s;
+  s.num_processes = 4;
+  s.num_machines = 2;
+  s.machine_rank = 1;
+  s.main_process_ip = "10.1.2.3";
+  const LaunchPlan plan = resolve_plan(s, MachineFacts{0, 4}, {});
+  EXPECT_EQ(plan.local_world_size, 2);
+  EXPECT_EQ(plan.master_addr, "10.1.2.3");
+  const EnvMap env = rank_environment(plan, 1, 0, 0, {});
+  EXPECT_EQ(env.at("RANK"), "3");
+  EXPECT_EQ(env.at("LOCAL_RANK"), "1");
+  EXPECT_EQ(env.at("GROUP_RANK"), "1");
+  EXPECT_EQ(env.at("WORLD_SIZE"), "4");
+  EXPECT_EQ(env.at("LOCAL_WORLD_SIZE"), "2");
+
+  LaunchSettings no_ip = s;
+  no_ip.main_process_ip.reset();
+  EXPECT_THAT(error_of(no_ip), HasSubstr("--main_process_ip is required with --num_machines 2"));
+  LaunchSettings uneven = s;
+  uneven.num_processes = 3;
+  EXPECT_THAT(error_of(uneven), HasSubstr("--num_processes 3 (the total over all machines) is not divisible by --num_machines 2"));
+  LaunchSettings bad_rank = s;
+  bad_rank.machine_rank = 2;
+  EXPECT_THAT(error_of(bad_rank), HasSubstr("--machine_rank 2 is out of range for --num_machines 2"));
+  LaunchSettings port0 = s;
+  port0.main_process_port = 0;
+  EXPECT_THAT(error_of(port0), HasSubstr("--main_process_port 0 (a free port) works on one machine only"));
+  LaunchSettings minus_one;
+  minus_one.num_processes = -1;
+  EXPECT_THAT(error_of(minus_one), HasSubstr("pass --num_processes N"));
+}
+
+TEST(Plan, EnvironmentMatchesAccelerateSpellings) {
+  LaunchSettings s;
+  s.num_processes = 2;
+  s.mixed_precision = "fp16";
+  s.gpu_ids = "1,3";
+  s.gradient_accumulation_steps = 4;
+  s.debug = true;
+  const LaunchPlan plan = resolve_plan(s, MachineFacts{4, 8}, {{"OMP_NUM_THREADS", "3"}});
+  const EnvMap env = rank_environment(plan, 0, 2, 5, {{"OMP_NUM_THREADS", "3"}, {"PATH", "/bin"}});
+  EXPECT_EQ(env.at("ACCELERATE_MIXED_PRECISION"), "fp16");
+  EXPECT_EQ(env.at("ACCELERATE_USE_CPU"), "False");
+  EXPECT_EQ(env.at("ACCELERATE_DEBUG_MODE"), "true");
+  EXPECT_EQ(env.at("ACCELERATE_GRADIENT_ACCUMULATION_STEPS"), "4");
+  EXPECT_EQ(env.at("CUDA_VISIBLE_DEVICES"), "1,3");
+  EXPECT_EQ(env.at("OMP_NUM_THREADS"), "3");  // the user's value is kept
+  EXPECT_EQ(env.at("MASTER_ADDR"), "127.0.0.1");
+  EXPECT_EQ(env.at("MASTER_PORT"), "29500");
+  EXPECT_EQ(env.at("TORCHELASTIC_RESTART_COUNT"), "2");
+  EXPECT_EQ(env.at("PATH"), "/bin");
+  EXPECT_EQ(env.count("ACCELERATE_USE_FSDP"), 0u);
+}
+
+TEST(Plan, FsdpEnvironmentHasAccelerateDefaults) {
+  LaunchSettings s;
+  s.distributed_type = DistributedType::kFsdp;
+  s.num_processes = 2;
+  s.fsdp["fsdp_sharding_strategy"] = "SHARD_GRAD_OP";
+  s.fsdp["fsdp_state_dict_type"] = "SHARDED_STATE_DICT";
+  const EnvMap env = rank_environment(resolve_plan(s, {}, {}), 0, 0, 0, {});
+  EXPECT_EQ(env.at("ACCELERATE_USE_FSDP"), "true");
+  EXPECT_EQ(env.at("FSDP_SHARDING_STRATEGY"), "SHARD_GRAD_OP");
+  EXPECT_EQ(env.at("FSDP_STATE_DICT_TYPE"), "SHARDED_STATE_DICT");
+  EXPECT_EQ(env.at("FSDP_VERSION"), "1");
+  EXPECT_EQ(env.at("FSDP_OFFLOAD_PARAMS"), "false");
+  EXPECT_EQ(env.at("FSDP_MIN_NUM_PARAMS"), "100000000");
+  EXPECT_EQ(env.at("FSDP_USE_ORIG_PARAMS"), "true");
+  EXPECT_EQ(env.at("FSDP_SYNC_MODULE_STATES"), "true");
+  EXPECT_EQ(env.at("FSDP_CPU_RAM_EFFICIENT_LOADING"), "true");
+  EXPECT_EQ(env.at("FSDP_ACTIVATION_CHECKPOINTING"), "false");
+  EXPECT_EQ(env.count("FSDP_AUTO_WRAP_POLICY"), 0u);  // unset and no default: not exported, as Accelerate
+  EXPECT_EQ(env.count("FSDP_BACKWARD_PREFETCH"), 0u);
+
+  s.fsdp["fsdp_sync_module_states"] = "false";
+  EXPECT_THAT(error_of(s), HasSubstr("fsdp_cpu_ram_efficient_loading needs fsdp_sync_module_states"));
+
+  LaunchSettings not_fsdp;
+  not_fsdp.fsdp["fsdp_offload_params"] = "true";
+  EXPECT_THAT(resolve_plan(not_fsdp, {}, {}).notes.back(), HasSubstr("fsdp_* settings are ignored"));
+}
+
+TEST(Plan, SlurmStepGivesMachineRankAndMainHost) {
+  const EnvMap slurm = {{"SLURM_STEP_ID", "0"},  {"SLURM_NNODES", "2"}, {"SLURM_NTASKS", "2"},
+                        {"SLURM_NODEID", "1"},   {"SLURM_PROCID", "1"}, {"SLURM_JOB_NODELIST", "gpu[07-08]"}};
+  LaunchSettings s;
+  s.num_processes = 4;
+  const LaunchPlan plan = resolve_plan(s, MachineFacts{0, 4}, slurm);
+  EXPECT_EQ(plan.num_machines, 2);
+  EXPECT_EQ(plan.machine_rank, 1);
+  EXPECT_EQ(plan.master_addr, "gpu07");
+
+  s.machine_rank = 0;  // flags still win
+  EXPECT_EQ(resolve_plan(s, MachineFacts{0, 4}, slurm).machine_rank, 0);
+
+  EnvMap per_rank = slurm;
+  per_rank["SLURM_NTASKS"] = "8";
+  EXPECT_THAT(error_of(s, {}, per_rank), HasSubstr("srun --ntasks-per-node=1 acc-launch"));
+
+  EnvMap batch_script = slurm;  // no job step: SLURM is ignored
+  batch_script.erase("SLURM_STEP_ID");
+  EXPECT_EQ(resolve_plan(LaunchSettings{}, MachineFacts{0, 4}, batch_script).num_machines, 1);
+}
+
+TEST(Plan, FirstSlurmHost) {
+  EXPECT_EQ(first_slurm_host("node1"), "node1");
+  EXPECT_EQ(first_slurm_host("node1,node2"), "node1");
+  EXPECT_EQ(first_slurm_host("gpu[003-005,9],cpu1"), "gpu003");
+  EXPECT_EQ(first_slurm_host("rack[2]-n[1-4]"), "rack2-n1");
+}
+
+TEST(Ports, FreePortIsFreeAndBusyPortIsReported) {
+  const int port = pick_free_port();
+  EXPECT_GT(port, 0);
+  EXPECT_FALSE(port_in_use(port));
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  EXPECT_TRUE(port_in_use(port));
+
+  LaunchPlan plan;
+  plan.world_size = 2;
+  plan.master_port = port;
+  plan.port_given = true;
+  try {
+    assign_port(plan);
+    ADD_FAILURE() << "a busy port chosen by the user must be an error";
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("port " + std::to_string(port) + " (--main_process_port) is already in use"));
+    EXPECT_THAT(e.what(), HasSubstr("--main_process_port 0"));
+  }
+  plan.port_given = false;  // the default port moves instead, with a note
+  assign_port(plan);
+  EXPECT_NE(plan.master_port, port);
+  EXPECT_THAT(plan.notes.back(), HasSubstr("is in use; using free port"));
+  plan.machine_rank = 1;  // other machines only connect
+  plan.master_port = port;
+  assign_port(plan);
+  EXPECT_EQ(plan.master_port, port);
+  close(fd);
+
+  LaunchPlan zero;
+  zero.master_port = 0;
+  assign_port(zero);
+  EXPECT_GT(zero.master_port, 0);
+}
+
+TEST(RankOutput, WholeLinesPrefixedAndHistoryKept) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  LineHistory history(2);
+  RankStream stream("[rank1]: ", fds[1], -1, &history);
+  stream.feed("par");
+  stream.feed("tial\nsecond\nthi");
+  stream.feed("rd");
+  stream.finish();
+  close(fds[1]);
+  char buffer[256];
+  const ssize_t got = read(fds[0], buffer, sizeof(buffer));
+  close(fds[0]);
+  EXPECT_EQ(std::string(buffer, static_cast<size_t>(got)), "[rank1]: partial\n[rank1]: second\n[rank1]: third\n");
+  EXPECT_THAT(history.lines(), ::testing::ElementsAre("second", "third"));
+}
+
+TEST(DidYouMean, SuggestsOnlyPlausibleTypos) {
+  EXPECT_EQ(closest_match("num_proceses", {"num_processes", "num_machines"}), "num_processes");
+  EXPECT_EQ(closest_match("zzz", {"num_processes", "num_machines"}), std::nullopt);
+}
+
+}  // namespace
+}  // namespace acc::launcher
