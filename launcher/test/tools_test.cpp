@@ -1,0 +1,163 @@
+// acc-config, acc-env and acc-test as users run them.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "test_process.h"
+
+namespace acc::launcher::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+Options in_cache(const std::string& name) {
+  Options options;
+  options.timeout_s = 20;
+  options.env["XDG_CACHE_HOME"] = temp_dir(name);
+  options.env["ACC_CONFIG_FILE"] = std::nullopt;
+  options.env["HF_HOME"] = std::nullopt;
+  options.env["CUDA_VISIBLE_DEVICES"] = "";  // the same answers with or without GPUs
+  return options;
+}
+
+std::string default_path(const Options& options) { return *options.env.at("XDG_CACHE_HOME") + "/acc/default_config.yaml"; }
+
+TEST(AccConfig, DefaultWritesABasicConfigAndNeverOverwritesWithoutForce) {
+  const Options options = in_cache("config-default");
+  const std::string path = default_path(options);
+  Finished f = run({ACC_CONFIG, "default", "--mixed_precision", "bf16"}, options);
+  ASSERT_EQ(f.exit_code, 0) << f.err;
+  EXPECT_EQ(f.out, "acc configuration saved at " + path + "\n");
+  const std::string written = read_text(path);
+  EXPECT_THAT(written, HasSubstr("compute_environment: LOCAL_MACHINE"));
+  EXPECT_THAT(written, HasSubstr("distributed_type: NO"));
+  EXPECT_THAT(written, HasSubstr("mixed_precision: bf16"));
+  EXPECT_THAT(written, HasSubstr("num_processes: 1"));
+  EXPECT_THAT(written, HasSubstr("use_cpu: true"));
+
+  f = run({ACC_CONFIG, "default", "--mixed_precision", "fp16"}, options);
+  EXPECT_EQ(f.exit_code, 0);
+  EXPECT_THAT(f.err, HasSubstr("a config already exists at " + path + "; not overwriting it (pass --force"));
+  EXPECT_EQ(read_text(path), written);
+
+  f = run({ACC_CONFIG, "default", "--mixed-precision", "fp16", "--force"}, options);
+  EXPECT_EQ(f.exit_code, 0);
+  EXPECT_THAT(read_text(path), HasSubstr("mixed_precision: fp16"));
+
+  f = run({ACC_CONFIG, "default", "--mixed_precision", "fp9", "--config_file", path + ".other"}, options);
+  EXPECT_EQ(f.exit_code, 2);
+  EXPECT_THAT(f.err, HasSubstr("acc-config: error: --mixed_precision: bad value 'fp9'; allowed values: no, fp16, bf16, fp8"));
+
+  // ACC_CONFIG_FILE moves the default, and acc-launch finds it there.
+  Options moved = options;
+  moved.env["ACC_CONFIG_FILE"] = *options.env.at("XDG_CACHE_HOME") + "/elsewhere.yaml";
+  ASSERT_EQ(run({ACC_CONFIG, "default"}, moved).exit_code, 0);
+  EXPECT_TRUE(std::filesystem::exists(*moved.env["ACC_CONFIG_FILE"]));
+  const Finished launched = run({ACC_LAUNCH, "--debug", FAKE_RANK}, moved);
+  EXPECT_THAT(launched.err, HasSubstr("config file: " + *moved.env["ACC_CONFIG_FILE"]));
+}
+
+TEST(AccConfig, QuestionnaireFromPipedInputReasksBadAnswers) {
+  const Options base = in_cache("config-questions");
+  Options options = base;
+  // machines, type (a bad answer first), cpu only, processes (bad then good), FSDP questions, precision.
+  options.stdin_text = "1\nMULTI_TPU\nfsdp\nyes\nzero\n4\nshard_grad_op\nno\nNO_WRAP\nSHARDED_STATE_DICT\nno\nbf16\n";
+  const Finished f = run({ACC_CONFIG}, options);
+  ASSERT_EQ(f.exit_code, 0) << f.out << f.err;
+  EXPECT_THAT(f.out, HasSubstr("How many machines will you use? [1]: "));
+  EXPECT_THAT(f.out, HasSubstr("answer: bad value 'MULTI_TPU'; allowed values: NO, MULTI_CPU, MULTI_GPU, FSDP"));
+  EXPECT_THAT(f.out, HasSubstr("answer: bad value 'zero'; expected an integer >= 1; please answer again"));
+  const std::string written = read_text(default_path(options));
+  EXPECT_THAT(written, HasSubstr("distributed_type: FSDP"));
+  EXPECT_THAT(written, HasSubstr("num_processes: 4"));
+  EXPECT_THAT(written, HasSubstr("fsdp_sharding_strategy: SHARD_GRAD_OP"));
+  EXPECT_THAT(written, HasSubstr("fsdp_state_dict_type: SHARDED_STATE_DICT"));
+  EXPECT_THAT(written, HasSubstr("mixed_precision: bf16"));
+  EXPECT_THAT(written, HasSubstr("use_cpu: true"));
+
+  // An existing config is only replaced when the user says so; input ending early writes nothing.
+  options.stdin_text = "\n";
+  Finished kept = run({ACC_CONFIG}, options);
+  EXPECT_THAT(kept.out, HasSubstr("A config already exists there. Replace it? (yes/no) [no]: "));
+  EXPECT_EQ(read_text(default_path(options)), written);
+  options.stdin_text = "yes\n2\n";
+  Finished cut = run({ACC_CONFIG}, options);
+  EXPECT_EQ(cut.exit_code, 2);
+  EXPECT_THAT(cut.err, HasSubstr("the input ended before the last question; nothing was written"));
+  EXPECT_EQ(read_text(default_path(options)), written);
+}
+
+TEST(AccConfig, QuestionnaireOnAPseudoTerminal) {
+  // `script` gives acc-config a terminal, as a user at a shell has.
+  Options options = in_cache("config-pty");
+  const std::string path = default_path(options);
+  options.stdin_text = "1\nMULTI_CPU\n2\nfp16\n";  // machines, type, processes, precision
+  const Finished f = run({"/usr/bin/script", "-q", "-e", "-c", std::string(ACC_CONFIG), "/dev/null"}, options);
+  ASSERT_EQ(f.exit_code, 0) << f.out << f.err;
+  EXPECT_THAT(f.out, HasSubstr("Mixed precision? (no, fp16, bf16, fp8) [no]: "));
+  EXPECT_THAT(f.out, HasSubstr("acc configuration saved at " + path));
+  const std::string written = read_text(path);
+  EXPECT_THAT(written, HasSubstr("distributed_type: MULTI_CPU"));
+  EXPECT_THAT(written, HasSubstr("num_processes: 2"));
+  EXPECT_THAT(written, HasSubstr("mixed_precision: fp16"));
+}
+
+TEST(AccEnv, PrintsVersionsPlatformHardwareAndConfig) {
+  Options options = in_cache("env");
+  Finished f = run({ACC_ENV}, options);
+  ASSERT_EQ(f.exit_code, 0);
+  for (const char* line : {"- acc version: 0.1.0 (git ", "- Platform: Linux", "- Compiler (of the launcher): ",
+                           "- CPU cores usable: ", "- RAM: ", "- libtorch: ", "- GPUs: ", "- acc-launch config: not found"})
+    EXPECT_THAT(f.out, HasSubstr(line));
+  ASSERT_EQ(run({ACC_CONFIG, "default"}, options).exit_code, 0);
+  f = run({ACC_ENV}, options);
+  EXPECT_THAT(f.out, HasSubstr("- acc-launch config: " + default_path(options) + "\n    compute_environment: LOCAL_MACHINE"));
+  EXPECT_THAT(run({ACC_ENV, "--help"}, options).out, HasSubstr("Usage: acc-env [options]"));
+  EXPECT_THAT(run({ACC_ENV, "--version"}, options).out, HasSubstr("acc-env (acc) 0.1.0"));
+  EXPECT_EQ(run({ACC_ENV, "--bogus"}, options).exit_code, 2);
+}
+
+TEST(AccTest, LaunchesTheSelfTestWithTheConfig) {
+  Options options = in_cache("selftest");
+  const std::string dir = *options.env["XDG_CACHE_HOME"];
+  options.env["ACC_SELFTEST"] = std::nullopt;
+
+  // Missing program: a clear error naming where it was expected.
+  Finished f = run({ACC_TEST}, options);
+  EXPECT_EQ(f.exit_code, 2);
+  EXPECT_THAT(f.err, HasSubstr(std::string("the self-test program was not found at ") +
+                               std::filesystem::path(ACC_TEST).parent_path().string() + "/acc-selftest"));
+
+  // A passing self-test on two ranks.
+  f = run({ACC_TEST, "-n", "2", "--main_process_port", "0", "--program", FAKE_RANK}, options);
+  EXPECT_EQ(f.exit_code, 0) << f.err;
+  EXPECT_THAT(f.out, HasSubstr("Test is a success!"));
+
+  // A failing check on rank 1, found through ACC_SELFTEST.
+  const std::string failing = dir + "/failing-selftest";
+  std::ofstream(failing) << "#!/bin/sh\nif [ \"$RANK\" = 1 ]; then echo 'check split_between_processes: FAILED'; exit 1; fi\n";
+  chmod(failing.c_str(), 0755);
+  options.env["ACC_SELFTEST"] = failing;
+  f = run({ACC_TEST, "-n", "2", "--main_process_port", "0"}, options);
+  EXPECT_EQ(f.exit_code, 1);
+  EXPECT_THAT(f.err, HasSubstr("acc-test: failed: rank 1"));
+  EXPECT_THAT(f.err, HasSubstr("  | check split_between_processes: FAILED"));
+  EXPECT_THAT(f.out, Not(HasSubstr("success")));
+
+  // Installed layout: acc-selftest next to acc-test.
+  const std::string installed = dir + "/bin";
+  std::filesystem::create_directories(installed);
+  std::filesystem::copy_file(ACC_TEST, installed + "/acc-test");
+  std::filesystem::copy_file(FAKE_RANK, installed + "/acc-selftest");
+  options.env["ACC_SELFTEST"] = std::nullopt;
+  f = run({installed + "/acc-test", "-q"}, options);
+  EXPECT_EQ(f.exit_code, 0) << f.err;
+  EXPECT_THAT(f.out, HasSubstr("Test is a success!"));
+}
+
+}  // namespace
+}  // namespace acc::launcher::testing

@@ -1,0 +1,90 @@
+// acc-env: what a bug report needs to know about this machine and acc's setup.
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+#include "cli_style.h"
+#include "config_file.h"
+#include "errors.h"
+#include "launch_command.h"
+#include "rank_environment.h"
+#include "system_info.h"
+#include "version.h"
+
+using namespace acc::launcher;
+
+namespace {
+
+std::string gpu_lines() {
+  // nvidia-smi can hang on a broken driver: bounded.
+  const auto smi = capture_output(
+      {"nvidia-smi", "--query-gpu=index,name,memory.total,driver_version", "--format=csv,noheader"}, 10);
+  if (!smi) return "none found (no working nvidia-smi)";
+  std::istringstream lines(*smi);
+  std::string line, out;
+  int count = 0;
+  while (std::getline(lines, line))
+    if (!line.empty()) {
+      out += "\n    GPU " + line;
+      ++count;
+    }
+  return count == 0 ? "none (nvidia-smi lists no GPU)" : std::to_string(count) + out;
+}
+
+std::string config_section(const std::string& explicit_path) {
+  const std::optional<std::string> path = explicit_path.empty() ? find_default_config() : explicit_path;
+  if (!path)
+    return "not found (looked for " + acc_default_config_path() + " and " + accelerate_default_config_path() +
+           "; write one with acc-config)";
+  std::string out = *path;
+  try {
+    read_config_file(*path);
+  } catch (const UsageError& e) {
+    out += "\n    INVALID: " + std::string(e.what());
+  }
+  FILE* file = std::fopen(path->c_str(), "r");
+  if (!file) return out;
+  char line[1024];
+  while (std::fgets(line, sizeof(line), file)) {
+    std::string text = line;
+    if (!text.empty() && text.back() == '\n') text.pop_back();
+    out += "\n    " + text;
+  }
+  std::fclose(file);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("Print versions, platform, hardware and the launch config in effect, for a bug report.", "acc-env");
+  style_app(app, version_text("acc-env"), "", "Exit status: 0, or 2 for a bad flag.");
+  std::string config_file;
+  app.add_option(flag_names("--config_file"), config_file, "Show this config instead of the default one")
+      ->option_text("PATH");
+  if (auto exit_now = parse_or_exit(app, argc, argv)) return *exit_now;
+
+  const EnvMap env = current_environment();
+  const auto torch = find_torch(env);
+  char memory[32];
+  std::snprintf(memory, sizeof(memory), "%.1f GiB", total_memory_gib());
+  std::cout << "Copy and paste the text below into your bug report.\n\n"
+            << "- acc version: " ACC_VERSION " (git " ACC_GIT_REVISION ")\n"
+            << "- Platform: " << platform_description() << "\n"
+            << "- Compiler (of the launcher): " << compiler_description() << "\n"
+            << "- CPU cores usable: " << usable_cpu_count() << "\n"
+            << "- RAM: " << memory << "\n";
+  if (torch) {
+    std::cout << "- libtorch: " << torch->version << " at " << torch->location << "\n"
+              << "- CUDA (libtorch built with): " << (torch->cuda.empty() ? "none (CPU build)" : torch->cuda) << "\n"
+              << "- NCCL: " << (torch->nccl.empty() ? "not found" : torch->nccl) << "\n"
+              << "- cuDNN: " << (torch->cudnn.empty() ? "not found" : torch->cudnn) << "\n";
+  } else {
+    std::cout << "- libtorch: not found (set ACC_TORCH_DIR to a libtorch directory, or ACC_VENV to acc's venv)\n";
+  }
+  std::cout << "- GPUs: " << gpu_lines() << "\n"
+            << "- CUDA_VISIBLE_DEVICES: " << (env.count("CUDA_VISIBLE_DEVICES") ? env.at("CUDA_VISIBLE_DEVICES") : "not set")
+            << "\n"
+            << "- acc-launch config: " << config_section(config_file) << "\n";
+  return ExitCode::kOk;
+}
