@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "config_file.h"
@@ -192,6 +193,23 @@ TEST_F(ConfigFileTest, DefaultLocations) {
   write_config_file(acc_default_config_path(), s);
   EXPECT_EQ(find_default_config(), acc_default_config_path());
   unsetenv("XDG_CACHE_HOME");
+}
+
+}  // namespace
+}  // namespace acc::launcher
+
+namespace acc::launcher {
+namespace {
+
+TEST(ExampleConfigs, AllParse) {
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(ACC_CONFIGS_DIR)) {
+    if (entry.path().extension() != ".yaml") continue;
+    const ConfigFile config = read_config_file(entry.path().string());
+    EXPECT_TRUE(config.ignored_keys.empty()) << entry.path();
+    ++count;
+  }
+  EXPECT_GE(count, 4);
 }
 
 }  // namespace
