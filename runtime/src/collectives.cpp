@@ -61,7 +61,7 @@ at::Tensor reduce(const at::Tensor& tensor, const std::string& reduction, double
     group->all_reduce_(result, op, "reduce(" + reduction + ")");
     if (reduction == "mean") result.div_(state.num_processes());
   }
-  if (scale != 1.0) result.mul_(scale);
+  if (scale != 1.0) result = result.mul(scale);  // out of place: integer tensors promote
   return result;
 }
 

@@ -14,7 +14,6 @@ namespace detail {
 struct SharedState {
   LaunchInfo launch;
   c10::Device device{c10::kCPU};
-  bool cpu = false;
   std::optional<Milliseconds> timeout;
   std::unique_ptr<ProcessGroup> group;
 };
@@ -46,7 +45,6 @@ std::shared_ptr<SharedState> create_state(const AcceleratorOptions& options) {
   auto resolved = resolve_options(options);
   auto state = std::make_shared<SharedState>();
   state->launch = detect_launch(options.environment());
-  state->cpu = resolved.cpu;
   state->timeout = options.timeout();
   state->device = choose_device(state->launch, resolved);
   if (state->device.is_cuda()) {
@@ -68,13 +66,13 @@ PartialState::PartialState(const AcceleratorOptions& options) {
   if (!slot) {
     slot = detail::create_state(options);
   } else {
-    auto resolved = resolve_options(options);
-    if (resolved.cpu != slot->cpu && slot->device.is_cuda() == resolved.cpu) {
-      throw ConfigError(
-          "acc: this process already runs on " + slot->device.str() +
-          "; a second Accelerator cannot switch cpu(" + (resolved.cpu ? "true" : "false") +
-          "). Create every Accelerator with the same cpu option, or call "
-          "acc::PartialState::destroy() between them");
+    // Later Accelerators share the first one's device; one that would pick another is an error.
+    auto wanted = detail::choose_device(slot->launch, resolve_options(options));
+    if (wanted != slot->device) {
+      throw ConfigError("acc: this process already runs on " + slot->device.str() +
+                        "; a second Accelerator cannot move it to " + wanted.str() +
+                        ". Create every Accelerator with the same cpu option, or call "
+                        "acc::PartialState::destroy() between them");
     }
   }
   shared_ = slot;

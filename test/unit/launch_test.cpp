@@ -1,0 +1,121 @@
+#include <gtest/gtest.h>
+
+#include <acc/errors.h>
+#include <acc/launch.h>
+
+#include "env_fixture.h"
+
+namespace {
+using acc::detect_launch;
+using acc::testing::fake_env;
+
+TEST(Launch, NoVariablesMeansOneProcess) {
+  auto info = detect_launch(fake_env({}));
+  EXPECT_EQ(info.launcher, "none");
+  EXPECT_EQ(info.world_size, 1);
+  EXPECT_EQ(info.rank, 0);
+  EXPECT_FALSE(info.is_distributed());
+}
+
+TEST(Launch, TorchrunVariables) {
+  auto info = detect_launch(fake_env({{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"},
+                                      {"LOCAL_WORLD_SIZE", "4"}, {"MASTER_ADDR", "10.1.2.3"},
+                                      {"MASTER_PORT", "1234"}}));
+  EXPECT_EQ(info.launcher, "env");
+  EXPECT_EQ(info.rank, 5);
+  EXPECT_EQ(info.world_size, 8);
+  EXPECT_EQ(info.local_rank, 1);
+  EXPECT_EQ(info.local_world_size, 4);
+  EXPECT_EQ(info.master_addr, "10.1.2.3");
+  EXPECT_EQ(info.master_port, 1234);
+  EXPECT_TRUE(info.is_distributed());
+}
+
+TEST(Launch, TorchrunDefaultsForOptionalVariables) {
+  auto info = detect_launch(fake_env({{"RANK", "1"}, {"WORLD_SIZE", "2"}}));
+  EXPECT_EQ(info.local_rank, 1);
+  EXPECT_EQ(info.local_world_size, 2);
+  EXPECT_EQ(info.master_addr, "127.0.0.1");
+  EXPECT_EQ(info.master_port, 29500);
+}
+
+TEST(Launch, TorchrunWinsOverSlurm) {
+  auto info = detect_launch(fake_env({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"SLURM_PROCID", "3"},
+                                      {"SLURM_NTASKS", "4"}}));
+  EXPECT_EQ(info.launcher, "env");
+  EXPECT_EQ(info.world_size, 2);
+}
+
+TEST(Launch, Slurm) {
+  auto info = detect_launch(fake_env({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"},
+                                      {"SLURM_LOCALID", "1"}, {"SLURM_NODEID", "2"},
+                                      {"SLURM_TASKS_PER_NODE", "2(x2),2"},
+                                      {"SLURM_JOB_NODELIST", "gpu[07-09],cpu1"}}));
+  EXPECT_EQ(info.launcher, "slurm");
+  EXPECT_EQ(info.rank, 5);
+  EXPECT_EQ(info.world_size, 6);
+  EXPECT_EQ(info.local_rank, 1);
+  EXPECT_EQ(info.local_world_size, 2);
+  EXPECT_EQ(info.master_addr, "gpu07");
+}
+
+TEST(Launch, SlurmMasterAddrVariableWins) {
+  auto info = detect_launch(fake_env({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"},
+                                      {"SLURM_NODELIST", "a1"}, {"MASTER_ADDR", "head"},
+                                      {"MASTER_PORT", "4000"}}));
+  EXPECT_EQ(info.master_addr, "head");
+  EXPECT_EQ(info.master_port, 4000);
+}
+
+TEST(Launch, SlurmHostLists) {
+  EXPECT_EQ(acc::first_slurm_host("node1"), "node1");
+  EXPECT_EQ(acc::first_slurm_host("node[003-005,9]"), "node003");
+  EXPECT_EQ(acc::first_slurm_host("a[1,2],b[3-4]"), "a1");
+  EXPECT_EQ(acc::first_slurm_host("x,y[1-2]"), "x");
+}
+
+TEST(Launch, OpenMpi) {
+  auto info = detect_launch(fake_env({{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"},
+                                      {"OMPI_COMM_WORLD_LOCAL_RANK", "2"},
+                                      {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}}));
+  EXPECT_EQ(info.launcher, "openmpi");
+  EXPECT_EQ(info.rank, 2);
+  EXPECT_EQ(info.world_size, 4);
+  EXPECT_EQ(info.local_rank, 2);
+  EXPECT_EQ(info.master_addr, "127.0.0.1");
+}
+
+TEST(Launch, MultiNodeMpiWithoutMasterAddrIsAnError) {
+  try {
+    detect_launch(fake_env({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "4"},
+                            {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}));
+    FAIL() << "expected ConfigError";
+  } catch (const acc::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("MASTER_ADDR"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Launch, MpichPmi) {
+  auto info = detect_launch(fake_env({{"PMI_RANK", "1"}, {"PMI_SIZE", "3"},
+                                      {"MPI_LOCALRANKID", "1"}, {"MPI_LOCALNRANKS", "3"}}));
+  EXPECT_EQ(info.launcher, "pmi");
+  EXPECT_EQ(info.rank, 1);
+  EXPECT_EQ(info.world_size, 3);
+  EXPECT_EQ(info.local_world_size, 3);
+}
+
+TEST(Launch, MalformedValuesNameTheVariable) {
+  auto expect_error = [](std::map<std::string, std::string> vars, const std::string& needle) {
+    try {
+      detect_launch(fake_env(vars));
+      FAIL() << "expected ConfigError mentioning " << needle;
+    } catch (const acc::ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_error({{"RANK", "x"}, {"WORLD_SIZE", "2"}}, "RANK='x'");
+  expect_error({{"RANK", "2"}, {"WORLD_SIZE", "2"}}, "is not below WORLD_SIZE");
+  expect_error({{"RANK", "0"}, {"WORLD_SIZE", "0"}}, "WORLD_SIZE");
+  expect_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}}, "MASTER_PORT");
+}
+}  // namespace
