@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -172,8 +173,11 @@ const std::map<std::string, Handler>& handlers() {
     h["fsdp_config"] = [](const Reader& r, const YAML::Node& v, const std::string&) { r.read_fsdp(v); };
     auto ignored = [](const Reader& r, const YAML::Node& v, const std::string& k) {
       // Defaults (false, empty maps) say nothing; only settings someone actually chose are reported.
-      const bool chosen = v.IsMap() ? v.size() > 0 : v.IsSequence() ? v.size() > 0
-                                                   : (v.Scalar() != "false" && v.Scalar() != "main" && v.Scalar() != "NO");
+      // (`accelerate config` writes downcast_bf16: 'no' and main_training_function: main into every file.)
+      static const std::vector<std::string> defaults = {"false", "False", "no", "NO", "main"};
+      const bool chosen = v.IsMap() || v.IsSequence()
+                              ? v.size() > 0
+                              : std::find(defaults.begin(), defaults.end(), v.Scalar()) == defaults.end();
       if (chosen) r.out.ignored_keys.push_back(k);
     };
     for (const char* key : {"main_training_function", "enable_cpu_affinity", "downcast_bf16", "fp8_config",
@@ -198,7 +202,15 @@ std::string cache_home() {
 }
 
 void emit_scalar(YAML::Emitter& out, const std::string& key, const std::string& value) {
-  out << YAML::Key << key << YAML::Value << value;
+  // PyYAML (YAML 1.1, what Accelerate reads with) takes a bare NO or no for the boolean false, so such
+  // words are quoted, as Accelerate's own yaml.safe_dump does.
+  std::string lowered = value;
+  for (auto& c : lowered) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  static const std::vector<std::string> yaml11_booleans = {"y", "n", "yes", "no", "true", "false", "on", "off"};
+  out << YAML::Key << key << YAML::Value;
+  if (std::find(yaml11_booleans.begin(), yaml11_booleans.end(), lowered) != yaml11_booleans.end())
+    out << YAML::SingleQuoted;
+  out << value;
 }
 
 }  // namespace

@@ -12,7 +12,11 @@ printf '2\n1\n127.0.0.2\n29501\nFSDP\nno\n8\n0,1\nFULL_SHARD\nyes\nSIZE_BASED_WR
 "$python" - "$tmp/default.yaml" "$tmp/asked.yaml" "$configs"/*.yaml <<'PY'
 import sys
 from accelerate.commands.config.config_args import load_config_from_file
+from accelerate.utils import DistributedType
 for path in sys.argv[1:]:
     config = load_config_from_file(path)
+    # A bare `NO` would reach Accelerate as the boolean False.
+    assert isinstance(config.distributed_type, DistributedType), (path, config.distributed_type)
+    assert config.mixed_precision in ("no", "fp16", "bf16", "fp8"), (path, config.mixed_precision)
     print(f"accelerate reads {path}: {config.distributed_type}, {config.num_processes} process(es)")
 PY

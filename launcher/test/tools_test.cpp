@@ -34,7 +34,7 @@ TEST(AccConfig, DefaultWritesABasicConfigAndNeverOverwritesWithoutForce) {
   EXPECT_EQ(f.out, "acc configuration saved at " + path + "\n");
   const std::string written = read_text(path);
   EXPECT_THAT(written, HasSubstr("compute_environment: LOCAL_MACHINE"));
-  EXPECT_THAT(written, HasSubstr("distributed_type: NO"));
+  EXPECT_THAT(written, HasSubstr("distributed_type: 'NO'"));
   EXPECT_THAT(written, HasSubstr("mixed_precision: bf16"));
   EXPECT_THAT(written, HasSubstr("num_processes: 1"));
   EXPECT_THAT(written, HasSubstr("use_cpu: true"));
