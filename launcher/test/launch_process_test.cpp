@@ -151,6 +151,10 @@ TEST(AccLaunch, OutputIsWholeLinesOnTheRightStream) {
   EXPECT_THAT(single.err, HasSubstr("ask for more with --num_processes N"));
   const Finished quiet = run(launch({"-q", FAKE_RANK, "say", "alone"}), clean());
   EXPECT_EQ(quiet.err, "");
+  // "--" ends acc-launch's options; what follows is the program's, even when it looks like a flag.
+  const Finished separated = run(launch({"-q", "--", FAKE_RANK, "say", "--num_processes"}), clean());
+  EXPECT_EQ(separated.exit_code, 0);
+  EXPECT_EQ(separated.out, "--num_processes\n");
 }
 
 TEST(AccLaunch, LogDirWritesOneFilePerRankAndTeeCopiesToConsole) {

@@ -23,7 +23,8 @@ int main(int argc, char** argv) {
   if (auto exit_now = parse_or_exit(app, argc, argv)) return *exit_now;
   try {
     std::vector<std::string> rest = app.remaining();
-    if (!rest.empty() && rest.front().size() > 1 && rest.front()[0] == '-') throw_unknown_flag(app, rest.front());
+    if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());  // "--" ends acc-launch's options
+    else if (!rest.empty() && rest.front().size() > 1 && rest.front()[0] == '-') throw_unknown_flag(app, rest.front());
     if (rest.empty()) throw UsageError("no program given; usage: acc-launch [options] PROGRAM [ARGS...]");
     invocation.supervision.program = rest;
     check_flag_combinations(invocation);
