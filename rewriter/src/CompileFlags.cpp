@@ -1,0 +1,125 @@
+#include "CompileFlags.h"
+
+#include <clang/Tooling/JSONCompilationDatabase.h>
+#include <llvm/Support/FileSystem.h>
+#include <llvm/Support/Path.h>
+#include <llvm/Support/Program.h>
+#include <cstdlib>
+
+using namespace clang::tooling;
+namespace fs = llvm::sys::fs;
+namespace path = llvm::sys::path;
+
+namespace accmigrate {
+namespace {
+
+// Commands from the project's database; files it does not list (programs outside the build, headers)
+// get the inferred command instead of a guess from an unrelated file.
+class FallbackDatabase : public CompilationDatabase {
+ public:
+  FallbackDatabase(std::unique_ptr<CompilationDatabase> primary, std::unique_ptr<CompilationDatabase> fallback)
+      : primary_(std::move(primary)), fallback_(std::move(fallback)) {}
+  std::vector<CompileCommand> getCompileCommands(llvm::StringRef file) const override {
+    std::vector<CompileCommand> commands;
+    if (primary_) commands = primary_->getCompileCommands(file);
+    return commands.empty() ? fallback_->getCompileCommands(file) : commands;
+  }
+  std::vector<std::string> getAllFiles() const override { return primary_ ? primary_->getAllFiles() : std::vector<std::string>{}; }
+
+ private:
+  std::unique_ptr<CompilationDatabase> primary_, fallback_;
+};
+
+bool isDir(const llvm::Twine &p) { return fs::is_directory(p); }
+
+// A torch installation in any of its shapes: libtorch root, Python package dir, or its include dir.
+std::vector<std::string> includeDirsOf(const std::string &root) {
+  for (std::string candidate : {root, root + "/include", root + "/torch/include"}) {
+    if (isDir(candidate + "/torch/csrc/api/include") && isDir(candidate + "/ATen"))
+      return {candidate, candidate + "/torch/csrc/api/include"};
+  }
+  return {};
+}
+
+std::string venvTorch() {
+  const char *env = std::getenv("ACC_VENV");
+  const char *home = std::getenv("HOME");
+  std::string venv = env ? env : (home ? std::string(home) + "/.cache/acc/venv" : "");
+  if (venv.empty()) return "";
+  std::error_code ec;
+  for (fs::directory_iterator it(venv + "/lib", ec), end; it != end && !ec; it.increment(ec)) {
+    std::string candidate = it->path() + "/site-packages/torch";
+    if (isDir(candidate)) return candidate;
+  }
+  return "";
+}
+
+// acc/acc.h next to an installed acc-migrate (<prefix>/include) or in the source tree it was built from.
+std::string findAccInclude(const Options &options, const char *argv0) {
+  if (!options.accInclude.empty()) return options.accInclude;
+  std::string exe = fs::getMainExecutable(argv0, reinterpret_cast<void *>(&findAccInclude));
+  llvm::SmallString<256> dir(path::parent_path(path::parent_path(exe)));
+  for (std::string candidate : {std::string(dir) + "/include", std::string(ACC_SOURCE_DIR) + "/runtime/include"})
+    if (fs::exists(candidate + "/acc/acc.h")) return candidate;
+  return "";
+}
+
+}  // namespace
+
+std::vector<std::string> torchIncludeDirs(const Options &options) {
+  if (!options.torchDir.empty()) return includeDirsOf(options.torchDir);
+  if (const char *torchCmake = std::getenv("Torch_DIR")) {
+    // <root>/share/cmake/Torch
+    std::vector<std::string> dirs = includeDirsOf(path::parent_path(path::parent_path(path::parent_path(torchCmake))).str());
+    if (!dirs.empty()) return dirs;
+  }
+  std::string venv = venvTorch();
+  return venv.empty() ? std::vector<std::string>{} : includeDirsOf(venv);
+}
+
+std::unique_ptr<CompileFlags> makeCompileFlags(const Options &options, const char *argv0, std::string &error) {
+  auto flags = std::make_unique<CompileFlags>();
+  std::unique_ptr<CompilationDatabase> json;
+  std::string jsonDir = options.buildDir;
+  if (jsonDir.empty()) {
+    // build/compile_commands.json in or above the first input, as clangd and clang-tidy look for it.
+    llvm::SmallString<256> dir(options.inputs.front());
+    fs::make_absolute(dir);
+    if (!isDir(dir)) path::remove_filename(dir);
+    for (; !dir.empty(); dir = path::parent_path(dir)) {
+      if (fs::exists(dir + "/compile_commands.json")) { jsonDir = dir.str().str(); break; }
+      if (fs::exists(dir + "/build/compile_commands.json")) { jsonDir = (dir + "/build").str(); break; }
+    }
+  }
+  if (!jsonDir.empty()) {
+    std::string loadError;
+    json = JSONCompilationDatabase::loadFromFile(jsonDir + "/compile_commands.json", loadError,
+                                                 JSONCommandLineSyntax::AutoDetect);
+    if (!json && !options.buildDir.empty()) {
+      error = "-p " + options.buildDir + ": " + loadError +
+              "; configure the build with -DCMAKE_EXPORT_COMPILE_COMMANDS=ON or drop -p to infer flags";
+      return nullptr;
+    }
+  }
+
+  std::vector<std::string> inferred = {"-std=c++17"};
+  std::vector<std::string> torch = torchIncludeDirs(options);
+  for (const std::string &dir : torch) inferred.insert(inferred.end(), {"-isystem", dir});
+  std::string acc = findAccInclude(options, argv0);
+  if (!acc.empty()) inferred.insert(inferred.end(), {"-isystem", acc});
+  auto fixed = std::make_unique<FixedCompilationDatabase>(".", inferred);
+
+  std::string inferredText;
+  for (const std::string &arg : inferred) inferredText += " " + arg;
+  for (const std::string &arg : options.extraArgs) inferredText += " " + arg;  // the driver adds these
+  if (json)
+    flags->description = "flags from " + jsonDir + "/compile_commands.json; files it does not list use" + inferredText;
+  else
+    flags->description = "no compile_commands.json found (pass -p DIR); inferred flags:" + inferredText;
+  if (torch.empty())
+    flags->description += "\nacc-migrate: torch headers not found: pass --torch DIR, set Torch_DIR, or run scripts/setup";
+  flags->database = std::make_unique<FallbackDatabase>(std::move(json), std::move(fixed));
+  return flags;
+}
+
+}  // namespace accmigrate

@@ -1,0 +1,131 @@
+#include "Driver.h"
+
+#include <clang/AST/ASTConsumer.h>
+#include <clang/Basic/Diagnostic.h>
+#include <clang/Frontend/CompilerInstance.h>
+#include <clang/Frontend/FrontendAction.h>
+#include <clang/Tooling/ArgumentsAdjusters.h>
+#include <clang/Tooling/Tooling.h>
+#include <llvm/Support/FileSystem.h>
+#include <llvm/Support/raw_ostream.h>
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+using namespace clang;
+using namespace clang::tooling;
+
+namespace accmigrate {
+namespace {
+
+// Keeps clang's first error (file:line:col: message) for the report; everything else is silent,
+// since the user's warnings are not our business.
+class FirstError : public DiagnosticConsumer {
+ public:
+  std::string message;
+  void HandleDiagnostic(DiagnosticsEngine::Level level, const Diagnostic &info) override {
+    DiagnosticConsumer::HandleDiagnostic(level, info);
+    if (level < DiagnosticsEngine::Error || !message.empty()) return;
+    SmallString<256> text;
+    info.FormatDiagnostic(text);
+    if (info.hasSourceManager() && info.getLocation().isValid()) {
+      PresumedLoc loc = info.getSourceManager().getPresumedLoc(info.getLocation());
+      if (loc.isValid())
+        message = std::string(loc.getFilename()) + ":" + std::to_string(loc.getLine()) + ":" +
+                  std::to_string(loc.getColumn()) + ": error: ";
+    }
+    if (message.empty()) message = "error: ";
+    message += text.str();
+  }
+};
+
+class RulesConsumer : public ASTConsumer {
+ public:
+  RulesConsumer(const DriverConfig &config, UnitResult &out) : config_(config), out_(out) {}
+  void HandleTranslationUnit(ASTContext &ctx) override {
+    if (ctx.getDiagnostics().hasErrorOccurred()) return;  // a broken AST gives wrong edits
+    out_.parsed = true;
+    Migration migration(ctx, *config_.scope, out_);
+    for (const Rule *rule : config_.rules) {
+      migration.currentRule = rule->name;
+      rule->apply(migration);
+    }
+  }
+
+ private:
+  const DriverConfig &config_;
+  UnitResult &out_;
+};
+
+class RulesAction : public ASTFrontendAction {
+ public:
+  RulesAction(const DriverConfig &config, UnitResult &out) : config_(config), out_(out) {}
+  std::unique_ptr<ASTConsumer> CreateASTConsumer(CompilerInstance &, StringRef) override {
+    return std::make_unique<RulesConsumer>(config_, out_);
+  }
+
+ private:
+  const DriverConfig &config_;
+  UnitResult &out_;
+};
+
+class RulesActionFactory : public FrontendActionFactory {
+ public:
+  RulesActionFactory(const DriverConfig &config, UnitResult &out) : config_(config), out_(out) {}
+  std::unique_ptr<FrontendAction> create() override { return std::make_unique<RulesAction>(config_, out_); }
+
+ private:
+  const DriverConfig &config_;
+  UnitResult &out_;
+};
+
+void runOne(const std::string &file, const DriverConfig &config, UnitResult &out) {
+  out.mainFile = file;
+  ClangTool tool(*config.database, {file});
+  // Clang's own headers (stddef.h...) live in the resource directory of the LLVM we link against.
+  tool.appendArgumentsAdjuster(getInsertArgumentAdjuster("-resource-dir=" ACC_CLANG_RESOURCE_DIR,
+                                                         ArgumentInsertPosition::END));
+  // The user's `-- <args>` come first so that their -I/-isystem win over the inferred ones.
+  tool.appendArgumentsAdjuster(getInsertArgumentAdjuster(
+      CommandLineArguments(config.extraArgs.begin(), config.extraArgs.end()), ArgumentInsertPosition::BEGIN));
+  FirstError diagnostics;
+  tool.setDiagnosticConsumer(&diagnostics);
+  tool.setPrintErrorMessage(false);
+  RulesActionFactory factory(config, out);
+  int status = tool.run(&factory);
+  if (status != 0 || !out.parsed) {
+    out.parsed = false;
+    out.edits.clear();
+    out.findings.clear();
+    out.diagnostic = diagnostics.message.empty() ? "could not run the compiler on it" : diagnostics.message;
+  }
+}
+
+}  // namespace
+
+std::vector<UnitResult> runUnits(const std::vector<std::string> &files, const DriverConfig &config) {
+  std::vector<UnitResult> results(files.size());
+  std::atomic<size_t> next{0}, done{0};
+  std::mutex progressMutex;
+  auto worker = [&] {
+    for (size_t i; (i = next++) < files.size();) {
+      runOne(files[i], config, results[i]);
+      size_t finished = ++done;
+      if (config.progress) {
+        std::lock_guard<std::mutex> lock(progressMutex);
+        unsigned width = 30, filled = unsigned(width * finished / files.size());
+        llvm::errs() << "\r[" << std::string(filled, '#') << std::string(width - filled, ' ') << "] " << finished
+                     << "/" << files.size() << " files";
+        if (finished == files.size()) llvm::errs() << "\n";
+      }
+    }
+  };
+  unsigned jobs = std::max(1u, std::min<unsigned>(config.jobs, files.size()));
+  std::vector<std::thread> threads;
+  for (unsigned t = 1; t < jobs; ++t) threads.emplace_back(worker);
+  worker();
+  for (std::thread &t : threads) t.join();
+  return results;
+}
+
+}  // namespace accmigrate

@@ -1,0 +1,25 @@
+// Parses translation units (in parallel) and applies the selected rules to each.
+#pragma once
+#include "Migration.h"
+#include "Result.h"
+#include "Rule.h"
+
+#include <clang/Tooling/CompilationDatabase.h>
+#include <string>
+#include <vector>
+
+namespace accmigrate {
+
+struct DriverConfig {
+  const clang::tooling::CompilationDatabase *database = nullptr;
+  const ProjectScope *scope = nullptr;
+  std::vector<const Rule *> rules;
+  std::vector<std::string> extraArgs;
+  unsigned jobs = 1;
+  bool progress = false;  // a progress line on stderr (a terminal, several files)
+};
+
+// One result per file, in the order of `files`.
+std::vector<UnitResult> runUnits(const std::vector<std::string> &files, const DriverConfig &config);
+
+}  // namespace accmigrate

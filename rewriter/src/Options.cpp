@@ -1,0 +1,106 @@
+#include "Options.h"
+
+#include <llvm/Support/CommandLine.h>
+#include <llvm/Support/FileSystem.h>
+#include <llvm/Support/raw_ostream.h>
+
+namespace cl = llvm::cl;
+
+namespace accmigrate {
+
+static const char *const kOverview = R"(acc-migrate: rewrite single-device libtorch training code for acc.
+
+  acc-migrate [options] <file-or-directory>... [-- <compiler args>]
+
+Prints the change as a unified diff (stdout) and what needs review (stderr); nothing is written unless
+--in-place or --output-dir is given. Directories are searched for C++ sources (.cpp .cc .cxx); headers
+of the project are rewritten through the sources that include them.
+
+Compiler flags come from compile_commands.json (-p DIR, or found in build/ above the inputs); files it
+does not list get flags inferred for libtorch (-std=c++17 and the torch include directories of
+--torch, $Torch_DIR or the project venv $ACC_VENV), plus everything after `--`.
+
+Exit status: 0 every file was handled; 1 some file could not be parsed or migrated (it is left
+byte-identical and the others are still migrated); 2 usage error.
+)";
+
+std::optional<int> parseOptions(int argc, const char **argv, Options &out) {
+  static cl::OptionCategory category("acc-migrate options");
+  static cl::list<std::string> inputs(cl::Positional, cl::desc("<file-or-directory>..."), cl::cat(category));
+  static cl::opt<std::string> buildDir("p", cl::desc("Build directory containing compile_commands.json"),
+                                       cl::value_desc("dir"), cl::cat(category));
+  static cl::opt<std::string> torchDir("torch", cl::desc("libtorch root, or the torch Python package directory"),
+                                       cl::value_desc("dir"), cl::cat(category));
+  static cl::opt<std::string> accInclude("acc-include", cl::desc("Directory containing acc/acc.h (default: found "
+                                                                 "next to this executable or in the source tree)"),
+                                         cl::value_desc("dir"), cl::cat(category));
+  static cl::opt<bool> inPlace("in-place", cl::desc("Rewrite the files (each replaced atomically)"), cl::cat(category));
+  static cl::opt<std::string> backup("backup-suffix", cl::desc("With --in-place, keep the original as FILE<suffix>"),
+                                     cl::value_desc("suffix"), cl::cat(category));
+  static cl::opt<std::string> outputDir("output-dir", cl::desc("Write a migrated copy of the input tree into DIR"),
+                                        cl::value_desc("dir"), cl::cat(category));
+  static cl::opt<std::string> report("report", cl::desc("Write edits, findings and failures as JSON"),
+                                     cl::value_desc("file"), cl::cat(category));
+  static cl::opt<std::string> sarif("sarif", cl::desc("Write findings and edits as SARIF 2.1.0"),
+                                    cl::value_desc("file"), cl::cat(category));
+  static cl::opt<bool> listRules("list-rules", cl::desc("List the rules and exit"), cl::cat(category));
+  static cl::opt<std::string> rules("rules", cl::desc("Rules to apply: 'default', 'all', names, '-name' to drop "
+                                                      "one (e.g. --rules=-device-move, --rules=default,print-on-main-process)"),
+                                    cl::value_desc("list"), cl::cat(category));
+  static cl::opt<unsigned> jobs("j", cl::desc("Files parsed in parallel (default: one per CPU)"), cl::init(0),
+                                cl::value_desc("n"), cl::cat(category));
+
+  // Everything after `--` goes to the compiler, untouched by our parser.
+  int ownArgc = argc;
+  for (int i = 1; i < argc; ++i)
+    if (llvm::StringRef(argv[i]) == "--") {
+      ownArgc = i;
+      for (int j = i + 1; j < argc; ++j) out.extraArgs.push_back(argv[j]);
+      break;
+    }
+  // LLVM already owns `--color` (WithColor, a cl::boolOrDefault); the diff uses the same switch.
+  auto &registered = cl::getRegisteredOptions();
+  auto *color = registered.count("color") ? static_cast<cl::opt<cl::boolOrDefault> *>(registered["color"]) : nullptr;
+  if (color) {
+    color->setDescription("Colour the diff: --color or --color=false (default: when stdout is a terminal)");
+    color->Categories.assign(1, &category);
+  }
+  cl::HideUnrelatedOptions(category);
+  std::string errors;
+  llvm::raw_string_ostream errs(errors);
+  if (!cl::ParseCommandLineOptions(ownArgc, argv, kOverview, &errs)) {
+    llvm::errs() << errs.str() << "run `acc-migrate --help` for the options\n";
+    return ExitUsage;
+  }
+  out.inputs = inputs;
+  out.buildDir = buildDir;
+  out.torchDir = torchDir;
+  out.accInclude = accInclude;
+  out.inPlace = inPlace;
+  out.backupSuffix = backup;
+  out.outputDir = outputDir;
+  out.reportFile = report;
+  out.sarifFile = sarif;
+  if (color && color->getValue() != cl::BOU_UNSET)
+    out.color = color->getValue() == cl::BOU_TRUE ? ColorMode::Always : ColorMode::Never;
+  out.listRules = listRules;
+  out.rules = rules;
+  out.jobs = jobs;
+  if (out.listRules) return std::nullopt;
+
+  auto usage = [](const llvm::Twine &message) {
+    llvm::errs() << "acc-migrate: error: " << message << "\n";
+    return ExitUsage;
+  };
+  if (out.inputs.empty()) return usage("no input files or directories; usage: acc-migrate [options] <path>... (see --help)");
+  if (out.inPlace && !out.outputDir.empty())
+    return usage("--in-place and --output-dir exclude each other; choose where the migrated files go");
+  if (!out.backupSuffix.empty() && !out.inPlace) return usage("--backup-suffix needs --in-place");
+  for (const std::string &input : out.inputs)
+    if (!llvm::sys::fs::exists(input)) return usage("'" + input + "': no such file or directory");
+  if (!out.buildDir.empty() && !llvm::sys::fs::is_directory(out.buildDir))
+    return usage("-p '" + out.buildDir + "': not a directory; pass the build directory that holds compile_commands.json");
+  return std::nullopt;
+}
+
+}  // namespace accmigrate

@@ -1,0 +1,184 @@
+#include "Output.h"
+
+#include <clang/Format/Format.h>
+#include <clang/Tooling/Core/Replacement.h>
+#include <llvm/Support/FileSystem.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/Path.h>
+#include <llvm/Support/raw_ostream.h>
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace fs = llvm::sys::fs;
+namespace path = llvm::sys::path;
+using clang::tooling::Replacement;
+using clang::tooling::Replacements;
+
+namespace accmigrate {
+namespace {
+
+bool hasClangFormatFile(llvm::StringRef file) {
+  for (llvm::SmallString<256> dir = path::parent_path(file); !dir.empty(); dir = path::parent_path(dir)) {
+    if (fs::exists(dir + "/.clang-format") || fs::exists(dir + "/_clang-format")) return true;
+    if (path::parent_path(dir) == dir) break;
+  }
+  return false;
+}
+
+// Only the edited lines follow the style; the rest of the file stays byte for byte.
+std::string applyReplacements(const std::string &path, const std::string &code, const Replacements &replacements) {
+  Replacements toApply = replacements;
+  if (hasClangFormatFile(path)) {
+    llvm::Expected<clang::format::FormatStyle> style = clang::format::getStyle("file", path, "none", code);
+    if (style) {
+      llvm::Expected<Replacements> formatted = clang::format::formatReplacements(code, replacements, *style);
+      if (formatted) toApply = *formatted;
+      else llvm::consumeError(formatted.takeError());
+    } else {
+      llvm::consumeError(style.takeError());
+    }
+  }
+  llvm::Expected<std::string> result = clang::tooling::applyAllReplacements(code, toApply);
+  if (!result) {
+    llvm::consumeError(result.takeError());
+    return code;
+  }
+  return *result;
+}
+
+}  // namespace
+
+std::vector<FileChange> mergeEdits(const std::vector<UnitResult> &units, std::vector<Finding> &findings) {
+  std::map<std::string, std::vector<Edit>> byFile;
+  for (const UnitResult &unit : units)
+    if (unit.parsed)
+      for (const Edit &edit : unit.edits) byFile[edit.file].push_back(edit);
+
+  std::vector<FileChange> changes;
+  for (auto &[file, edits] : byFile) {
+    // Stable: edits at one offset keep the order the rules made them in.
+    std::stable_sort(edits.begin(), edits.end(), [](const Edit &a, const Edit &b) { return a.offset < b.offset; });
+    std::vector<Edit> kept;
+    for (const Edit &edit : edits) {
+      bool duplicate = std::any_of(kept.begin(), kept.end(), [&](const Edit &k) {
+        return k.offset == edit.offset && k.length == edit.length && k.text == edit.text;
+      });
+      if (duplicate) continue;  // the same header seen from two sources, or two instantiations
+      if (!kept.empty()) {
+        const Edit &prev = kept.back();
+        bool overlaps = edit.offset < prev.offset + prev.length ||
+                        (edit.offset == prev.offset && edit.length && prev.length);
+        if (overlaps) {
+          findings.push_back({edit.file, edit.line, edit.column, edit.rule,
+                              "conflicts with an edit of rule " + prev.rule + " at the same place",
+                              "change it by hand to `" + edit.text + "`", Finding::Level::Warning});
+          continue;
+        }
+      }
+      kept.push_back(edit);
+    }
+    auto buffer = llvm::MemoryBuffer::getFile(file);
+    if (!buffer) continue;
+    FileChange change;
+    change.path = file;
+    change.before = (*buffer)->getBuffer().str();
+    // Insertions at one offset become one replacement, in rule order.
+    Replacements replacements;
+    for (size_t i = 0; i < kept.size();) {
+      Edit merged = kept[i++];
+      while (i < kept.size() && kept[i].offset == merged.offset + merged.length && kept[i].length == 0 &&
+             merged.length == 0) merged.text += kept[i++].text;
+      if (llvm::Error err = replacements.add(Replacement(file, merged.offset, merged.length, merged.text)))
+        llvm::consumeError(std::move(err));
+    }
+    change.after = applyReplacements(file, change.before, replacements);
+    change.edits = kept;
+    if (change.after != change.before) changes.push_back(std::move(change));
+  }
+  return changes;
+}
+
+static bool writeAtomically(const std::string &target, const std::string &text, std::string &error) {
+  llvm::SmallString<256> temp;
+  int fd;
+  if (std::error_code ec = fs::createUniqueFile(target + ".acc-migrate-%%%%%%", fd, temp)) {
+    error = "cannot create a temporary file next to " + target + ": " + ec.message();
+    return false;
+  }
+  {
+    llvm::raw_fd_ostream out(fd, /*shouldClose=*/true);
+    out << text;
+    out.flush();
+    if (out.has_error()) {
+      error = "cannot write " + std::string(temp) + ": " + out.error().message();
+      out.clear_error();
+      fs::remove(temp);
+      return false;
+    }
+  }
+  if (fs::exists(target)) {
+    llvm::ErrorOr<fs::perms> perms = fs::getPermissions(target);
+    if (perms) fs::setPermissions(temp, *perms);
+  }
+  if (std::error_code ec = fs::rename(temp, target)) {
+    error = "cannot replace " + target + ": " + ec.message();
+    fs::remove(temp);
+    return false;
+  }
+  return true;
+}
+
+bool writeInPlace(const std::vector<FileChange> &changes, const std::string &backupSuffix, std::string &error) {
+  for (const FileChange &change : changes) {
+    if (!backupSuffix.empty() && !writeAtomically(change.path + backupSuffix, change.before, error)) return false;
+    if (!writeAtomically(change.path, change.after, error)) return false;
+  }
+  return true;
+}
+
+bool writeOutputDir(const std::vector<FileChange> &changes, const std::vector<std::string> &roots,
+                    const std::string &base, const std::string &outputDir, std::string &error) {
+  std::map<std::string, const FileChange *> changed;
+  for (const FileChange &c : changes) changed[c.path] = &c;
+  std::set<std::string> written;
+  auto copyOne = [&](const std::string &file) {
+    written.insert(file);
+    llvm::SmallString<256> relative(file);
+    path::replace_path_prefix(relative, base, "");
+    llvm::SmallString<256> target(outputDir);
+    path::append(target, path::relative_path(relative));
+    if (std::error_code ec = fs::create_directories(path::parent_path(target))) {
+      error = "cannot create " + path::parent_path(target).str() + ": " + ec.message();
+      return false;
+    }
+    auto it = changed.find(file);
+    if (it != changed.end()) return writeAtomically(std::string(target), it->second->after, error);
+    if (std::error_code ec = fs::copy_file(file, target)) {
+      error = "cannot copy " + file + " to " + std::string(target) + ": " + ec.message();
+      return false;
+    }
+    return true;
+  };
+  for (const std::string &root : roots) {
+    if (!fs::is_directory(root)) {
+      if (!copyOne(root)) return false;
+      continue;
+    }
+    std::error_code ec;
+    for (fs::recursive_directory_iterator it(root, ec), end; it != end && !ec; it.increment(ec)) {
+      llvm::StringRef name = path::filename(it->path());
+      if (it->type() == fs::file_type::directory_file) {
+        if (name.startswith(".") || name == "build" || name.startswith("build-")) it.no_push();
+        continue;
+      }
+      if (it->type() == fs::file_type::regular_file && !copyOne(it->path())) return false;
+    }
+  }
+  // Headers next to a single input file are in scope but not under a root directory.
+  for (const FileChange &c : changes)
+    if (!written.count(c.path) && !copyOne(c.path)) return false;
+  return true;
+}
+
+}  // namespace accmigrate

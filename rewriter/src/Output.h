@@ -1,0 +1,31 @@
+// From edits to files: merge the edits of all translation units (a header included by several
+// sources is edited once), format edited lines with the project's .clang-format, and write the
+// result in place (atomically) or into a copy of the tree.
+#pragma once
+#include "Result.h"
+
+#include <string>
+#include <vector>
+
+namespace accmigrate {
+
+struct FileChange {
+  std::string path;  // absolute
+  std::string before, after;
+  std::vector<Edit> edits;
+};
+
+// Files whose text changes. Edits of units that failed to parse are never applied; edits that
+// overlap each other are dropped with a finding appended to `findings`.
+std::vector<FileChange> mergeEdits(const std::vector<UnitResult> &units, std::vector<Finding> &findings);
+
+// Replaces each file by a temporary written next to it, renamed over it: a reader (or a kill) never
+// sees a partial file. With `backupSuffix`, the original is kept as path+suffix first.
+bool writeInPlace(const std::vector<FileChange> &changes, const std::string &backupSuffix, std::string &error);
+
+// Copies every file under `roots` (directories, or single files) to `outputDir`, relative to `base`,
+// with the changed files' new text.
+bool writeOutputDir(const std::vector<FileChange> &changes, const std::vector<std::string> &roots,
+                    const std::string &base, const std::string &outputDir, std::string &error);
+
+}  // namespace accmigrate

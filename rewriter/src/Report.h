@@ -1,0 +1,22 @@
+// Machine-readable results: a JSON report of the run, and SARIF 2.1.0 for code-review tools.
+#pragma once
+#include "Output.h"
+#include "Result.h"
+#include "Rule.h"
+
+#include <string>
+#include <vector>
+
+namespace accmigrate {
+
+struct RunSummary {
+  std::vector<UnitResult> units;
+  std::vector<FileChange> changes;
+  std::vector<Finding> findings;  // deduplicated, sorted
+};
+
+bool writeJsonReport(const RunSummary &run, const std::string &file, std::string &error);
+bool writeSarif(const RunSummary &run, const std::vector<const Rule *> &rules, const std::string &file,
+                std::string &error);
+
+}  // namespace accmigrate

@@ -1,0 +1,39 @@
+// What a run produces, independent of Clang: text edits and findings, keyed by file path.
+// Translation units fill these; the output stage (Output.cpp, Report.cpp) consumes them.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace accmigrate {
+
+// One text replacement in a file. Offsets are bytes into the file as it is on disk.
+struct Edit {
+  std::string file;
+  unsigned offset = 0;
+  unsigned length = 0;
+  std::string text;
+  std::string rule;
+  unsigned line = 0, column = 0;  // of `offset`, for reports
+};
+
+// Something the user must look at: code left unchanged because changing it is not safe.
+struct Finding {
+  enum class Level { Note, Warning, Error };
+  std::string file;
+  unsigned line = 0, column = 0;
+  std::string rule;
+  std::string reason;
+  std::string suggestion;  // the manual change, as concrete as we can make it
+  Level level = Level::Warning;
+};
+
+// The outcome of parsing and migrating one translation unit.
+struct UnitResult {
+  std::string mainFile;
+  bool parsed = false;
+  std::string diagnostic;  // clang's first error when !parsed
+  std::vector<Edit> edits;
+  std::vector<Finding> findings;
+};
+
+}  // namespace accmigrate

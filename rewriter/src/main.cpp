@@ -1,0 +1,194 @@
+// acc-migrate: rewrites single-device libtorch training code for acc and shows the change as a diff.
+// This file wires the stages together: options -> sources -> parse and apply rules -> merge edits ->
+// diff / write / report -> exit code.
+#include "CompileFlags.h"
+#include "Driver.h"
+#include "Options.h"
+#include "Output.h"
+#include "Report.h"
+#include "Rule.h"
+#include "UnifiedDiff.h"
+
+#include <llvm/Support/FileSystem.h>
+#include <llvm/Support/Path.h>
+#include <llvm/Support/Process.h>
+#include <llvm/Support/raw_ostream.h>
+#include <algorithm>
+#include <thread>
+
+namespace fs = llvm::sys::fs;
+namespace path = llvm::sys::path;
+using namespace accmigrate;
+
+namespace {
+
+std::string absolute(llvm::StringRef p) {
+  llvm::SmallString<256> result(p);
+  fs::make_absolute(result);
+  path::remove_dots(result, /*remove_dot_dot=*/true);
+  return std::string(result);
+}
+
+bool isSource(llvm::StringRef file) {
+  llvm::StringRef ext = path::extension(file);
+  return ext == ".cpp" || ext == ".cc" || ext == ".cxx" || ext == ".c++";
+}
+
+// Sources to parse: files as given, and the C++ sources under directories (build trees and hidden
+// directories skipped), sorted so that output is stable.
+std::vector<std::string> collectSources(const std::vector<std::string> &inputs) {
+  std::vector<std::string> sources;
+  for (const std::string &input : inputs) {
+    if (!fs::is_directory(input)) {
+      sources.push_back(absolute(input));
+      continue;
+    }
+    std::error_code ec;
+    for (fs::recursive_directory_iterator it(input, ec), end; it != end && !ec; it.increment(ec)) {
+      llvm::StringRef name = path::filename(it->path());
+      if (it->type() == fs::file_type::directory_file) {
+        if (name.startswith(".") || name == "build" || name.startswith("build-")) it.no_push();
+      } else if (isSource(name)) {
+        sources.push_back(absolute(it->path()));
+      }
+    }
+  }
+  std::sort(sources.begin(), sources.end());
+  sources.erase(std::unique(sources.begin(), sources.end()), sources.end());
+  return sources;
+}
+
+// What the tool may edit: the input directories, and the directory of each input file (its headers).
+std::vector<std::string> scopeRoots(const std::vector<std::string> &inputs) {
+  std::vector<std::string> roots;
+  for (const std::string &input : inputs) {
+    std::string abs = absolute(input);
+    roots.push_back(fs::is_directory(abs) ? abs : path::parent_path(abs).str());
+  }
+  return roots;
+}
+
+// The directory the inputs share: --output-dir mirrors the tree below it.
+std::string commonBase(const std::vector<std::string> &roots) {
+  std::string base = roots.front();
+  for (const std::string &root : roots)
+    while (!llvm::StringRef(root).startswith(base) ||
+           (root.size() > base.size() && !path::is_separator(root[base.size()])))
+      base = path::parent_path(base).str();
+  return base;
+}
+
+std::string displayPath(const std::string &file) {
+  llvm::SmallString<256> cwd;
+  fs::current_path(cwd);
+  llvm::SmallString<256> shown(file);
+  if (path::replace_path_prefix(shown, cwd, "")) return path::relative_path(shown).str();
+  return file;
+}
+
+// The diff's a/ b/ label: relative to the current directory, or the absolute path without its root.
+std::string diffLabel(const std::string &file) {
+  std::string shown = displayPath(file);
+  return path::is_absolute(shown) ? path::relative_path(shown).str() : shown;
+}
+
+void sortFindings(std::vector<Finding> &findings) {
+  auto key = [](const Finding &f) { return std::tie(f.file, f.line, f.column, f.rule, f.reason); };
+  std::sort(findings.begin(), findings.end(), [&](const Finding &a, const Finding &b) { return key(a) < key(b); });
+  findings.erase(std::unique(findings.begin(), findings.end(),
+                             [&](const Finding &a, const Finding &b) { return key(a) == key(b); }),
+                 findings.end());
+}
+
+int listRules() {
+  size_t width = 0;
+  for (const Rule &rule : allRules()) width = std::max(width, strlen(rule.name));
+  for (const Rule &rule : allRules())
+    llvm::outs() << llvm::left_justify(rule.name, width) << "  " << (rule.enabledByDefault ? "   " : "off")
+                 << "  " << rule.summary << "\n";
+  return ExitOk;
+}
+
+}  // namespace
+
+int main(int argc, const char **argv) {
+  Options options;
+  if (std::optional<int> stop = parseOptions(argc, argv, options)) return *stop;
+  if (options.listRules) return listRules();
+
+  DriverConfig config;
+  std::string error;
+  if (!selectRules(options.rules, config.rules, error)) {
+    llvm::errs() << "acc-migrate: error: " << error << "\n";
+    return ExitUsage;
+  }
+  std::unique_ptr<CompileFlags> flags = makeCompileFlags(options, argv[0], error);
+  if (!flags) {
+    llvm::errs() << "acc-migrate: error: " << error << "\n";
+    return ExitUsage;
+  }
+  std::vector<std::string> sources = collectSources(options.inputs);
+  if (sources.empty()) {
+    llvm::errs() << "acc-migrate: error: no C++ sources (.cpp .cc .cxx) under the given paths\n";
+    return ExitUsage;
+  }
+  llvm::errs() << "acc-migrate: " << flags->description << "\n";
+
+  std::vector<std::string> roots = scopeRoots(options.inputs);
+  ProjectScope scope(roots);
+  config.database = flags->database.get();
+  config.scope = &scope;
+  config.extraArgs = options.extraArgs;
+  config.jobs = options.jobs ? options.jobs : std::max(1u, std::thread::hardware_concurrency());
+  config.progress = llvm::sys::Process::StandardErrIsDisplayed() && sources.size() > 3;
+
+  RunSummary run;
+  run.units = runUnits(sources, config);
+  for (const UnitResult &unit : run.units) run.findings.insert(run.findings.end(), unit.findings.begin(), unit.findings.end());
+  run.changes = mergeEdits(run.units, run.findings);
+  sortFindings(run.findings);
+
+  bool color = options.color == ColorMode::Always ||
+               (options.color == ColorMode::Auto && llvm::sys::Process::StandardOutIsDisplayed());
+  if (!options.inPlace && options.outputDir.empty())
+    for (const FileChange &change : run.changes)
+      llvm::outs() << unifiedDiff(diffLabel(change.path), change.before, change.after, color);
+  llvm::outs().flush();
+
+  int status = ExitOk;
+  if (options.inPlace && !writeInPlace(run.changes, options.backupSuffix, error)) {
+    llvm::errs() << "acc-migrate: error: " << error << "\n";
+    status = ExitSomeFilesFailed;
+  }
+  if (!options.outputDir.empty() &&
+      !writeOutputDir(run.changes, roots, commonBase(roots), absolute(options.outputDir), error)) {
+    llvm::errs() << "acc-migrate: error: " << error << "\n";
+    status = ExitSomeFilesFailed;
+  }
+  if (!options.reportFile.empty() && !writeJsonReport(run, options.reportFile, error)) {
+    llvm::errs() << "acc-migrate: error: " << error << "\n";
+    status = ExitSomeFilesFailed;
+  }
+  if (!options.sarifFile.empty() && !writeSarif(run, config.rules, options.sarifFile, error)) {
+    llvm::errs() << "acc-migrate: error: " << error << "\n";
+    status = ExitSomeFilesFailed;
+  }
+
+  // What needs a person: file:line:col: rule: reason; suggested change.
+  for (const Finding &f : run.findings)
+    llvm::errs() << displayPath(f.file) << ":" << f.line << ":" << f.column << ": " << f.rule << ": " << f.reason
+                 << "; " << f.suggestion << "\n";
+  size_t failed = 0, edits = 0;
+  for (const UnitResult &unit : run.units)
+    if (!unit.parsed) {
+      ++failed;
+      llvm::errs() << displayPath(unit.mainFile) << ": not migrated (left unchanged): " << unit.diagnostic << "\n";
+    }
+  for (const FileChange &change : run.changes) edits += change.edits.size();
+  llvm::errs() << "acc-migrate: " << run.changes.size() << " file(s) changed (" << edits << " edit(s)), "
+               << sources.size() - failed << " of " << sources.size() << " source(s) parsed, " << failed
+               << " failed; " << run.findings.size() << " finding(s) to review"
+               << (options.inPlace || !options.outputDir.empty() ? "" : "; dry run: nothing written") << "\n";
+  if (failed) status = ExitSomeFilesFailed;
+  return status;
+}

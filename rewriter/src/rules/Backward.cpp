@@ -1,0 +1,42 @@
+// backward: `loss.backward(args...)` on a tensor becomes `accelerator.backward(loss, args...)`, which
+// scales the loss for mixed precision and gradient accumulation and lets DDP overlap its all-reduce.
+#include "Migration.h"
+#include "TorchTypes.h"
+
+#include <clang/AST/ExprCXX.h>
+#include <clang/ASTMatchers/ASTMatchers.h>
+#include <clang/Lex/Lexer.h>
+
+using namespace clang;
+using namespace clang::ast_matchers;
+
+namespace accmigrate {
+
+void applyBackward(Migration &m) {
+  m.forEachMatch(cxxMemberCallExpr(callee(cxxMethodDecl(hasName("backward")))).bind("call"),
+                 [&](const BoundNodes &nodes) {
+    const auto *call = nodes.getNodeAs<CXXMemberCallExpr>("call");
+    if (!derivesFrom(call->getMethodDecl()->getParent(), "at::TensorBase")) return;
+    const auto *member = dyn_cast<MemberExpr>(call->getCallee()->IgnoreParens());
+    const Expr *object = call->getImplicitObjectArgument()->IgnoreImpCasts();
+    std::string loss = m.text(object->getSourceRange());
+    if (!member || loss.empty()) {
+      m.report(call->getBeginLoc(), "backward() through a macro",
+               "call `accelerator.backward(loss)` instead");
+      return;
+    }
+    if (member->isArrow()) loss = "*" + loss;
+    // The arguments as written, comments included; defaulted ones stay defaulted.
+    std::optional<Token> lparen = Lexer::findNextToken(member->getMemberLoc(), m.sm, m.lang);
+    std::string args;
+    if (lparen && lparen->is(tok::l_paren))
+      args = StringRef(Lexer::getSourceText(CharSourceRange::getCharRange(lparen->getEndLoc(), call->getRParenLoc()),
+                                            m.sm, m.lang)).trim().str();
+    std::string text = "accelerator.backward(" + loss;
+    if (!args.empty()) text += ", " + args;
+    text += ")";
+    if (m.replace(call->getSourceRange(), text)) m.useAccelerator(m.enclosingFunction(*call));
+  });
+}
+
+}  // namespace accmigrate

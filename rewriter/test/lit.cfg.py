@@ -1,0 +1,26 @@
+# lit configuration of acc-migrate's tests: one test file per rule (named after it), plus CLI,
+# output-mode and real-torch tests. Most tests parse against Inputs/stub (tiny torch/acc headers).
+import os
+import lit.formats
+
+config.name = "acc-migrate"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".cpp", ".test"]
+config.excludes = ["Inputs"]
+config.test_source_root = os.path.dirname(__file__)
+
+stub = os.path.join(config.test_source_root, "Inputs", "stub")
+config.substitutions.append(("%acc-migrate", config.acc_migrate + " --color=false -j 1"))
+config.substitutions.append(("%stub-flags", "-isystem " + stub + " -std=c++17"))
+config.substitutions.append(("%examples", os.path.join(config.test_source_root, "..", "..", "examples", "programs")))
+config.substitutions.append(("FileCheck", config.filecheck))
+
+# Tests against the real libtorch headers need the project venv (scripts/setup).
+venv = os.environ.get("ACC_VENV", os.path.expanduser("~/.cache/acc/venv"))
+lib = os.path.join(venv, "lib")
+if os.path.isdir(lib) and any(os.path.isdir(os.path.join(lib, d, "site-packages", "torch", "include"))
+                              for d in os.listdir(lib)):
+    config.available_features.add("real-torch")
+for name in ("HOME", "ACC_VENV", "Torch_DIR"):
+    if name in os.environ:
+        config.environment[name] = os.environ[name]
