@@ -9,9 +9,6 @@ all: build
 setup:
 	@scripts/setup
 
-$(BUILD)/build.ninja $(BUILD)/Makefile: | setup
-	cmake -S . -B $(BUILD) -G $(GENERATOR)
-
 configure: setup
 	@[ -f $(BUILD)/CMakeCache.txt ] || cmake -S . -B $(BUILD) -G $(GENERATOR)
 
@@ -21,8 +18,9 @@ build: configure
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) --timeout 900
 
+# Two CPU processes train a small model with DDP on synthetic data.
 demo: build
-	$(BUILD)/bin/acc-demo
+	$(BUILD)/bin/acc-launch --cpu --num_processes 2 $(BUILD)/bin/acc-demo-train
 
 clean:
 	rm -rf $(BUILD)
