@@ -101,7 +101,7 @@ bool Migration::edited(SourceLocation loc) const {
 
 void Migration::report(SourceLocation loc, const Twine &reason, const Twine &suggestion,
                        Finding::Level level) {
-  loc = sm.getFileLoc(loc);
+  loc = sm.getExpansionLoc(loc);  // for a macro, where the user wrote it
   Finding f;
   if (OptionalFileEntryRef entry = sm.getFileEntryRefForID(sm.getFileID(loc)))
     f.file = entry->getName().str();

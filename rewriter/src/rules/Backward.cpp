@@ -21,8 +21,8 @@ void applyBackward(Migration &m) {
     const Expr *object = call->getImplicitObjectArgument()->IgnoreImpCasts();
     std::string loss = m.text(object->getSourceRange());
     if (!member || loss.empty()) {
-      m.report(call->getBeginLoc(), "backward() through a macro",
-               "call `accelerator.backward(loss)` instead");
+      m.report(call->getBeginLoc(), "inside a macro expansion, which acc-migrate never edits",
+               "change it by hand to `accelerator.backward(" + m.text(SourceRange(m.sm.getSpellingLoc(object->getBeginLoc()), m.sm.getSpellingLoc(object->getEndLoc()))) + ")`");
       return;
     }
     if (member->isArrow()) loss = "*" + loss;

@@ -1,0 +1,5 @@
+#include <torch/torch.h>
+void train(torch::Tensor loss) {
+  loss.backward()   // missing semicolon
+  undeclared_thing();
+}

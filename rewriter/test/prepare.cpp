@@ -1,0 +1,45 @@
+// RUN: %acc-migrate %s -- %stub-flags 2>%t.err | FileCheck %s
+// RUN: FileCheck --check-prefix=REPORT %s < %t.err
+#include <torch/torch.h>
+
+struct NetImpl : torch::nn::Module {};
+TORCH_MODULE(Net);
+struct Data : torch::data::datasets::Dataset<Data> {};
+
+// A GAN: two models, two optimizers, a scheduler, one call.
+void gan() {
+  Net generator;
+  auto discriminator = std::make_shared<NetImpl>();
+  NetImpl *critic = new NetImpl;
+  torch::optim::Adam g_opt(generator->parameters());
+  auto d_opt = std::make_shared<torch::optim::Adam>(discriminator->parameters());
+  torch::optim::StepLR scheduler(g_opt, 10);
+  // CHECK: {{^}}+  accelerator.prepare(generator, discriminator, g_opt, *d_opt, scheduler);
+  auto loader = torch::data::make_data_loader(Data{}, 8);
+  for (auto &batch : *loader) {
+    torch::Tensor loss;
+    loss.backward();
+  }
+}
+
+// Parameters collected first, then the optimizer.
+void collected() {
+  auto model = std::make_shared<NetImpl>();
+  auto params = model->parameters();
+  torch::optim::SGD sgd(params, torch::optim::SGDOptions(0.1).momentum(0.9));
+  // CHECK: {{^}}+  accelerator.prepare(model, sgd);
+}
+
+// The model comes from the caller: prepared there, reported here.
+void from_caller(std::shared_ptr<NetImpl> model) {
+  torch::optim::Adam opt(model->parameters());
+  // REPORT: prepare.cpp:[[@LINE-2]]:43: prepare: model `model` is not created in `from_caller`
+  // CHECK: {{^}}+  accelerator.prepare(opt);
+}
+
+// An optimizer member of a trainer: reported with the manual change.
+struct Trainer {
+  std::shared_ptr<NetImpl> net;
+  torch::optim::Adam optimizer;
+  // REPORT: prepare.cpp:[[@LINE-1]]:22: prepare: optimizer `Trainer::optimizer` is a class member; call `accelerator.prepare(<model member>, optimizer);`
+};
