@@ -51,3 +51,11 @@ int main() {
     auto loss = torch::nll_loss(model->forward(x), y);
   }
 }
+
+void dtype_kept() {
+  auto net = std::make_shared<NetImpl>();
+  net->to(torch::Device(torch::kCUDA), torch::kF64);
+  // CHECK: {{^}}-  net->to(torch::Device(torch::kCUDA), torch::kF64);
+  // CHECK-NEXT: {{^}}+  net->to(torch::kF64);
+  torch::optim::Adam opt(net->parameters());
+}

@@ -52,6 +52,12 @@ bool isSelfAssignment(const CXXMemberCallExpr *call, ASTContext &ctx, const Stmt
 }
 
 void removeMove(Migration &m, const CXXMemberCallExpr *call) {
+  // `.to(device, torch::kF64, ...)`: keep the conversion.
+  if (call->getNumArgs() >= 2 && !isa<CXXDefaultArgExpr>(call->getArg(1)) &&
+      isScalarType(asWritten(call->getArg(1))->getType())) {
+    m.remove(CharSourceRange::getCharRange(call->getArg(0)->getBeginLoc(), call->getArg(1)->getBeginLoc()));
+    return;
+  }
   const Stmt *assignment = nullptr;
   if (isExpressionStatement(*call, m.ctx)) {
     m.remove(removalRange(statementRange(call, m.sm, m.lang), m.sm));
@@ -59,12 +65,6 @@ void removeMove(Migration &m, const CXXMemberCallExpr *call) {
   }
   if (isSelfAssignment(call, m.ctx, &assignment)) {
     m.remove(removalRange(statementRange(assignment, m.sm, m.lang), m.sm));
-    return;
-  }
-  // `.to(device, torch::kF64, ...)`: keep the conversion.
-  if (call->getNumArgs() >= 2 && !isa<CXXDefaultArgExpr>(call->getArg(1)) &&
-      isScalarType(asWritten(call->getArg(1))->getType())) {
-    m.remove(CharSourceRange::getCharRange(call->getArg(0)->getBeginLoc(), call->getArg(1)->getBeginLoc()));
     return;
   }
   const Expr *object = call->getImplicitObjectArgument();

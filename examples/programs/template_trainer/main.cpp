@@ -1,0 +1,21 @@
+// Builds the model, optimizer and loader, then calls the header's templated training loop.
+#include "trainer.h"
+
+struct Pairs : torch::data::datasets::Dataset<Pairs> {
+  torch::data::Example<> get(size_t i) override {
+    auto x = torch::full({2}, static_cast<float>(i % 7));
+    return {x, x.sum().unsqueeze(0)};
+  }
+  torch::optional<size_t> size() const override { return 128; }
+};
+
+int main() {
+  torch::manual_seed(4);
+  torch::Device device(torch::cuda::is_available() ? torch::kCUDA : torch::kCPU);
+  torch::nn::Linear model(2, 1);
+  model->to(device);
+  torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(1e-2));
+  auto loader = torch::data::make_data_loader(Pairs().map(torch::data::transforms::Stack<>()), 16);
+  for (int epoch = 0; epoch < 3; ++epoch)
+    std::cout << "epoch " << epoch << " loss " << train_epoch(model, *loader, optimizer, device) << std::endl;
+}
