@@ -1,15 +1,18 @@
 # Finds libtorch. An explicit Torch_DIR or CMAKE_PREFIX_PATH (a pip install, the official libtorch
 # zip, a source build) wins; otherwise the torch of acc's virtualenv (scripts/setup) is used.
+# ACC_PYTHON is the venv's Python (with torch, accelerate, safetensors) that parity tests run.
+if(DEFINED ENV{ACC_VENV})
+  set(_acc_venv "$ENV{ACC_VENV}")
+else()
+  set(_acc_venv "$ENV{HOME}/.cache/acc/venv")
+endif()
+set(ACC_PYTHON "${_acc_venv}/bin/python" CACHE FILEPATH
+    "Python of acc's virtualenv (torch, accelerate, safetensors), used by parity tests")
+
 find_package(Torch QUIET)
 if(NOT Torch_FOUND)
-  if(DEFINED ENV{ACC_VENV})
-    set(_acc_venv "$ENV{ACC_VENV}")
-  else()
-    set(_acc_venv "$ENV{HOME}/.cache/acc/venv")
-  endif()
-  set(ACC_TORCH_PYTHON "${_acc_venv}/bin/python" CACHE FILEPATH "Python whose torch package provides libtorch")
   execute_process(
-    COMMAND "${ACC_TORCH_PYTHON}" -c "import torch.utils; print(torch.utils.cmake_prefix_path)"
+    COMMAND "${ACC_PYTHON}" -c "import torch.utils; print(torch.utils.cmake_prefix_path)"
     OUTPUT_VARIABLE _acc_torch_prefix OUTPUT_STRIP_TRAILING_WHITESPACE
     RESULT_VARIABLE _acc_torch_rc ERROR_QUIET)
   if(NOT _acc_torch_rc EQUAL 0)
