@@ -1,0 +1,165 @@
+// acc-selftest: the program `acc-test` launches on every rank (Accelerate's `accelerate test`
+// script for acc). Each check prints one line; the first failing check names itself on every rank
+// that saw it and the program exits 1. Runs the same on one process.
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <thread>
+#include <unistd.h>
+
+#include <acc/acc.h>
+
+namespace {
+
+struct CheckFailed : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+void require(bool condition, const std::string& what) {
+  if (!condition) throw CheckFailed(what);
+}
+
+void check_process_state(acc::Accelerator& accelerator) {
+  auto ranks = accelerator.gather(torch::tensor({static_cast<int64_t>(accelerator.process_index())}));
+  require(torch::equal(ranks, torch::arange(accelerator.num_processes())),
+          "every rank must have a distinct process index in 0..num_processes-1");
+  auto locals = accelerator.gather(torch::tensor({static_cast<int64_t>(accelerator.is_local_main_process())}));
+  require(locals.sum().item<int64_t>() >= 1, "there must be a local main process");
+}
+
+void check_main_process_first(acc::Accelerator& accelerator) {
+  // One marker file per machine: the job id is rank 0's pid, shared by broadcast.
+  auto job = accelerator.broadcast(torch::tensor({static_cast<int64_t>(::getpid())})).item<int64_t>();
+  const auto marker = std::filesystem::temp_directory_path() /
+                      ("acc-selftest-" + std::to_string(job) + "-" +
+                       std::to_string(accelerator.state().launch().master_port));
+  {
+    auto guard = accelerator.local_main_process_first();
+    if (accelerator.is_local_main_process()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      std::ofstream(marker) << "local main was here\n";
+    } else {
+      require(std::filesystem::exists(marker),
+              "local_main_process_first let a process in before the local main process");
+    }
+  }
+  accelerator.wait_for_everyone();
+  if (accelerator.is_local_main_process()) std::filesystem::remove(marker);
+}
+
+void check_split_between_processes(acc::Accelerator& accelerator) {
+  const int64_t total = 3 * accelerator.num_processes() + 1;
+  auto share = accelerator.split_between_processes(torch::arange(total));
+  auto sizes = accelerator.gather(torch::tensor({share.size(0)}));
+  auto padded = accelerator.pad_across_processes(share, 0, -1);
+  auto all = accelerator.gather(padded);
+  auto kept = all.masked_select(all.ge(0));
+  require(sizes.sum().item<int64_t>() == total && torch::equal(kept, torch::arange(total)),
+          "split_between_processes must cover every item once, in order");
+}
+
+void check_rng_sync(acc::Accelerator& accelerator) {
+  acc::set_seed(1234);
+  auto same = accelerator.gather(torch::rand({1, 4}));
+  for (int64_t r = 1; r < same.size(0); ++r) {
+    require(torch::equal(same[r], same[0]), "set_seed(seed) must give every rank the same numbers");
+  }
+  acc::set_seed(1234, /*device_specific=*/true);
+  auto different = accelerator.gather(torch::rand({1, 4}));
+  for (int64_t r = 1; r < different.size(0); ++r) {
+    require(!torch::equal(different[r], different[0]),
+            "set_seed(seed, device_specific=true) must give ranks different numbers");
+  }
+}
+
+void check_collectives(acc::Accelerator& accelerator) {
+  const int n = accelerator.num_processes();
+  auto one = torch::ones({1});
+  require(accelerator.reduce(one, "sum").item<float>() == n, "reduce(sum)");
+  require(accelerator.reduce(one, "mean").item<float>() == 1, "reduce(mean)");
+  auto rank = torch::tensor({static_cast<float>(accelerator.process_index())});
+  require(accelerator.reduce(rank, "max").item<float>() == n - 1, "reduce(max)");
+  require(accelerator.broadcast(rank, n - 1).item<float>() == n - 1, "broadcast from the last rank");
+}
+
+// Accelerate's training check: a regression model trained under DDP equals the same model trained
+// on one process over the whole data (3 epochs of SGD).
+void check_training_equivalence(acc::Accelerator& accelerator) {
+  const int n = accelerator.num_processes(), rank = accelerator.process_index();
+  const int64_t per_rank_batch = 4, steps_per_epoch = 8;
+  torch::manual_seed(42);
+  auto x = torch::randn({n * per_rank_batch * steps_per_epoch, 1});
+  auto y = 2 * x + 3 + 0.1 * torch::randn_like(x);
+
+  auto make = [] {
+    torch::manual_seed(0);
+    return torch::nn::Linear(1, 1);
+  };
+  auto model = make(), baseline = make();
+  acc::Optimizer<torch::optim::SGD> optimizer(model->parameters(), 0.1);
+  torch::optim::SGD baseline_optimizer(baseline->parameters(), 0.1);
+  accelerator.prepare(model, optimizer);
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    for (int64_t s = 0; s < steps_per_epoch; ++s) {
+      auto global = torch::arange(s * n * per_rank_batch, (s + 1) * n * per_rank_batch);
+      auto mine = global.narrow(0, rank * per_rank_batch, per_rank_batch);
+      optimizer.zero_grad();
+      accelerator.backward(torch::mse_loss(model->forward(x.index_select(0, mine).to(accelerator.device())),
+                                           y.index_select(0, mine).to(accelerator.device())));
+      optimizer.step();
+      baseline_optimizer.zero_grad();
+      torch::mse_loss(baseline->forward(x.index_select(0, global)), y.index_select(0, global)).backward();
+      baseline_optimizer.step();
+    }
+  }
+  for (size_t i = 0; i < model->parameters().size(); ++i) {
+    auto diff = (model->parameters()[i].cpu() - baseline->parameters()[i]).abs().max().item<double>();
+    require(diff < 1e-5, "DDP training must equal single-process training (difference " +
+                             std::to_string(diff) + ")");
+  }
+}
+
+void check_trigger(acc::Accelerator& accelerator) {
+  if (accelerator.is_last_process()) accelerator.set_trigger();
+  require(accelerator.check_trigger(), "check_trigger must see the last process's trigger");
+  require(!accelerator.check_trigger(), "check_trigger must reset the flag");
+}
+
+}  // namespace
+
+int main() {
+  try {
+    acc::Accelerator accelerator;
+    accelerator.print("acc-selftest: ", accelerator.num_processes(), " process(es), ",
+                      acc::to_string(accelerator.distributed_type()), ", device ", accelerator.device());
+    const std::vector<std::pair<const char*, std::function<void(acc::Accelerator&)>>> checks{
+        {"process state", check_process_state},
+        {"main_process_first ordering", check_main_process_first},
+        {"split_between_processes", check_split_between_processes},
+        {"RNG synchronisation", check_rng_sync},
+        {"collectives", check_collectives},
+        {"training equivalence (DDP vs one process)", check_training_equivalence},
+        {"trigger", check_trigger},
+    };
+    for (const auto& [name, check] : checks) {
+      try {
+        check(accelerator);
+      } catch (const CheckFailed& e) {
+        std::cout << "FAILED: " << name << ": " << e.what() << std::endl;
+        return 1;
+      }
+      accelerator.print("ok: ", name);
+    }
+    accelerator.end_training();
+  } catch (const std::exception& e) {
+    std::cout << "FAILED: " << e.what() << std::endl;
+    return 1;
+  }
+  return 0;
+}
