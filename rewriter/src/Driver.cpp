@@ -79,7 +79,10 @@ class RulesActionFactory : public FrontendActionFactory {
   UnitResult &out_;
 };
 
-void runOne(const std::string &file, const DriverConfig &config, UnitResult &out) {
+// Parses `file` (with `pch` as its prefix when not empty) and applies the rules. Returns clang's
+// first error, "" on success.
+std::string parseOne(const std::string &file, const std::string &pch, const DriverConfig &config, UnitResult &out) {
+  out = UnitResult();
   out.mainFile = file;
   ClangTool tool(*config.database, {file});
   // Clang's own headers (stddef.h...) live in the resource directory of the LLVM we link against.
@@ -88,16 +91,36 @@ void runOne(const std::string &file, const DriverConfig &config, UnitResult &out
   // The user's `-- <args>` come first so that their -I/-isystem win over the inferred ones.
   tool.appendArgumentsAdjuster(getInsertArgumentAdjuster(
       CommandLineArguments(config.extraArgs.begin(), config.extraArgs.end()), ArgumentInsertPosition::BEGIN));
+  if (!pch.empty())
+    tool.appendArgumentsAdjuster(getInsertArgumentAdjuster({"-include-pch", pch}, ArgumentInsertPosition::BEGIN));
   FirstError diagnostics;
   tool.setDiagnosticConsumer(&diagnostics);
   tool.setPrintErrorMessage(false);
   RulesActionFactory factory(config, out);
   int status = tool.run(&factory);
-  if (status != 0 || !out.parsed) {
+  if (status == 0 && out.parsed) return "";
+  return diagnostics.message.empty() ? "could not run the compiler on it" : diagnostics.message;
+}
+
+void runOne(const std::string &file, const DriverConfig &config, UnitResult &out) {
+  std::string pch;
+  if (config.pch) {
+    std::vector<CompileCommand> commands = config.database->getCompileCommands(file);
+    if (!commands.empty()) pch = config.pch->pchFor(commands.front());
+  }
+  std::string error = parseOne(file, pch, config, out);
+  // A PCH clang will not load (torch's headers changed since) must not fail the file: drop it, parse
+  // without it.
+  if (!error.empty() && !pch.empty() &&
+      (error.find(pch) != std::string::npos || error.find("precompiled header") != std::string::npos)) {
+    config.pch->discard(pch);
+    error = parseOne(file, "", config, out);
+  }
+  if (!error.empty()) {
     out.parsed = false;
     out.edits.clear();
     out.findings.clear();
-    out.diagnostic = diagnostics.message.empty() ? "could not run the compiler on it" : diagnostics.message;
+    out.diagnostic = error;
   }
 }
 

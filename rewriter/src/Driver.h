@@ -1,6 +1,7 @@
 // Parses translation units (in parallel) and applies the selected rules to each.
 #pragma once
 #include "Migration.h"
+#include "PchCache.h"
 #include "Result.h"
 #include "Rule.h"
 
@@ -16,6 +17,7 @@ struct DriverConfig {
   std::vector<const Rule *> rules;
   std::vector<std::string> extraArgs;
   unsigned jobs = 1;
+  PchCache *pch = nullptr;  // null: every file parses torch's headers in full
   bool progress = false;  // a progress line on stderr (a terminal, several files)
 };
 

@@ -21,7 +21,14 @@ bool ProjectScope::contains(StringRef path) const {
 }
 
 Migration::Migration(ASTContext &ctx, const ProjectScope &scope, UnitResult &out)
-    : ctx(ctx), sm(ctx.getSourceManager()), lang(ctx.getLangOpts()), scope_(scope), out_(out) {}
+    : ctx(ctx), sm(ctx.getSourceManager()), lang(ctx.getLangOpts()), scope_(scope), out_(out) {
+  // Only the declarations this file itself parsed (noload_decls: those a PCH holds stay on disk), and
+  // of those only the project's. The parent map that rules walk up is built over these alone:
+  // building it over the whole TU would load and traverse all of torch.
+  for (Decl *d : ctx.getTranslationUnitDecl()->noload_decls())
+    if (inProject(d->getLocation())) projectDecls_.push_back(d);
+  ctx.setTraversalScope(projectDecls_);
+}
 
 bool Migration::inProject(SourceLocation loc) const {
   if (loc.isInvalid()) return false;
@@ -41,26 +48,17 @@ bool Migration::inProject(SourceLocation loc) const {
   return result;
 }
 
-std::vector<const Decl *> Migration::projectDecls() {
-  if (!projectDeclsReady_) {
-    for (const Decl *d : ctx.getTranslationUnitDecl()->decls())
-      if (inProject(d->getLocation())) projectDecls_.push_back(d);
-    projectDeclsReady_ = true;
-  }
-  return projectDecls_;
-}
-
 void Migration::forEachMatch(const internal::Matcher<Stmt> &matcher,
                              llvm::function_ref<void(const BoundNodes &)> onMatch) {
   auto all = decl(forEachDescendant(stmt(matcher)));
-  for (const Decl *d : projectDecls())
+  for (const Decl *d : projectDecls_)
     for (const BoundNodes &nodes : match(all, *d, ctx)) onMatch(nodes);
 }
 
 void Migration::forEachMatch(const internal::Matcher<Decl> &matcher,
                              llvm::function_ref<void(const BoundNodes &)> onMatch) {
   auto all = decl(eachOf(matcher, forEachDescendant(decl(matcher))));
-  for (const Decl *d : projectDecls())
+  for (const Decl *d : projectDecls_)
     for (const BoundNodes &nodes : match(all, *d, ctx)) onMatch(nodes);
 }
 

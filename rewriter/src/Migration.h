@@ -80,12 +80,9 @@ class Migration {
   bool edited(clang::SourceLocation loc) const;  // some edit touches `loc` already
 
  private:
-  std::vector<const clang::Decl *> projectDecls();
-
   const ProjectScope &scope_;
   UnitResult &out_;
-  std::vector<const clang::Decl *> projectDecls_;
-  bool projectDeclsReady_ = false;
+  std::vector<clang::Decl *> projectDecls_;  // top-level declarations in the project's files
   std::vector<const clang::FunctionDecl *> users_;
   std::set<clang::FileID> filesUsingAcc_;
   std::map<clang::FileID, bool> inProjectCache_;

@@ -1,4 +1,5 @@
 #include "Options.h"
+#include "PchCache.h"
 
 #include <llvm/Support/CommandLine.h>
 #include <llvm/Support/FileSystem.h>
@@ -47,6 +48,10 @@ std::optional<int> parseOptions(int argc, const char **argv, Options &out) {
   static cl::opt<std::string> rules("rules", cl::desc("Rules to apply: 'default', 'all', names, '-name' to drop "
                                                       "one (e.g. --rules=-device-move, --rules=default,print-on-main-process)"),
                                     cl::value_desc("list"), cl::cat(category));
+  static cl::opt<std::string> pchCache("pch-cache", cl::desc("Directory of precompiled torch headers reused across runs "
+                                                             "(default $ACC_MIGRATE_CACHE or ~/.cache/acc/migrate-pch)"),
+                                        cl::value_desc("dir"), cl::cat(category));
+  static cl::opt<bool> noPch("no-pch-cache", cl::desc("Parse torch's headers in full for every file"), cl::cat(category));
   static cl::opt<unsigned> jobs("j", cl::desc("Files parsed in parallel (default: one per CPU)"), cl::init(0),
                                 cl::value_desc("n"), cl::cat(category));
 
@@ -86,6 +91,7 @@ std::optional<int> parseOptions(int argc, const char **argv, Options &out) {
   out.listRules = listRules;
   out.rules = rules;
   out.jobs = jobs;
+  out.pchCache = noPch ? "" : (pchCache.empty() ? defaultPchCacheDir() : std::string(pchCache));
   if (out.listRules) return std::nullopt;
 
   auto usage = [](const llvm::Twine &message) {

@@ -5,6 +5,7 @@
 #include "Driver.h"
 #include "Options.h"
 #include "Output.h"
+#include "PchCache.h"
 #include "Report.h"
 #include "Rule.h"
 #include "UnifiedDiff.h"
@@ -139,6 +140,9 @@ int main(int argc, const char **argv) {
   config.database = flags->database.get();
   config.scope = &scope;
   config.extraArgs = options.extraArgs;
+  std::unique_ptr<PchCache> pch;
+  if (!options.pchCache.empty()) pch = std::make_unique<PchCache>(options.pchCache, options.extraArgs);
+  config.pch = pch.get();
   config.jobs = options.jobs ? options.jobs : std::max(1u, std::thread::hardware_concurrency());
   config.progress = llvm::sys::Process::StandardErrIsDisplayed() && sources.size() > 3;
 
