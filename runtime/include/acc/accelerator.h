@@ -1,6 +1,8 @@
 #pragma once
 // acc::Accelerator: a thin facade over process state (state.h), collectives (collectives.h),
 // DDP (prepared models), optimizers and schedulers, with Accelerate's names and semantics.
+#include <torch/data/samplers/random.h>
+#include <torch/data/samplers/sequential.h>
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 #include <torch/optim/optimizer.h>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include <acc/collectives.h>
+#include <acc/data_loader.h>
 #include <acc/optimizer.h>
 #include <acc/options.h>
 #include <acc/process_control.h>
@@ -35,6 +38,10 @@ struct is_shared_ptr<std::shared_ptr<T>> : std::true_type {
 };
 template <typename>
 inline constexpr bool always_false = false;
+template <typename T>
+struct is_unique_ptr : std::false_type {};
+template <typename T>
+struct is_unique_ptr<std::unique_ptr<T>> : std::true_type {};
 }  // namespace detail
 
 /// RAII guard returned by Accelerator::no_sync: inside it, backward passes of the model
@@ -133,6 +140,56 @@ class Accelerator {
     return acc::split_between_processes(inputs, num_processes(), process_index(), apply_padding);
   }
 
+  // --- data loading and evaluation (see data_loader.h, docs/data.md) ----------------------
+  /// torch::data::make_data_loader's overloads, returning this rank's share of the batches
+  /// (Accelerate's sharding, split_batches/even_batches from the options), on device(). All
+  /// ranks must prepare their loaders in the same order (the shuffle seed is agreed on here).
+  template <typename Sampler = torch::data::samplers::RandomSampler, typename Dataset>
+  std::enable_if_t<!Dataset::is_stateful && std::is_constructible_v<Sampler, size_t>,
+                   std::unique_ptr<DataLoader<Dataset, Sampler>>>
+  prepare_data_loader(Dataset dataset,
+                      torch::data::DataLoaderOptions options = torch::data::DataLoaderOptions()) {
+    const auto size = dataset.size();
+    if (!size) {
+      throw ConfigError("acc: prepare_data_loader needs a dataset whose size() is known to build "
+                        "its sampler; pass a sampler object as the second argument");
+    }
+    return prepare_data_loader(std::move(dataset), Sampler(*size), options);
+  }
+  template <typename Dataset, typename Sampler>
+  std::unique_ptr<DataLoader<Dataset, Sampler>> prepare_data_loader(
+      Dataset dataset, Sampler sampler, torch::data::DataLoaderOptions options) {
+    return detail::make_prepared_loader(std::move(dataset), std::move(sampler), options,
+                                        loader_context());
+  }
+  /// Stateful datasets cannot be sharded by index: a compile-time error says what to do.
+  template <typename Dataset, typename = std::enable_if_t<Dataset::is_stateful>>
+  void prepare_data_loader(Dataset dataset,
+                           torch::data::DataLoaderOptions options = torch::data::DataLoaderOptions()) {
+    detail::make_prepared_loader(std::move(dataset), torch::data::samplers::SequentialSampler(0),
+                                 options, loader_context());
+  }
+  /// The next iteration of `loader` starts after its first `num_batches` batches (resuming
+  /// inside an epoch); later iterations are complete.
+  template <typename Loader>
+  Loader& skip_first_batches(Loader& loader, size_t num_batches) const {
+    if constexpr (detail::is_unique_ptr<Loader>::value) {
+      loader->skip_first_batches(num_batches);
+    } else {
+      loader.skip_first_batches(num_batches);
+    }
+    return loader;
+  }
+  /// gather(), then, on the last batch of a prepared loader, only the first `remainder` rows:
+  /// the samples duplicated to even the ranks out are dropped, so metrics count each sample once.
+  template <typename T>
+  T gather_for_metrics(const T& tree) const {
+    T gathered = acc::gather(tree);
+    const int64_t keep = samples_to_keep_for_metrics();
+    if (keep < 0) return gathered;
+    return map_tensors(gathered, [keep](const at::Tensor& t) { return t.slice(0, 0, keep); });
+  }
+
   // --- process control --------------------------------------------------------------------
   void wait_for_everyone() const { state_.wait_for_everyone(); }
   /// Prints on the local main process only (stream-style: arguments are written with <<).
@@ -193,6 +250,10 @@ class Accelerator {
                     "TORCH_MODULE holders, pointers), optimizers and schedulers");
     }
   }
+
+  // Defined in data_loader.cpp.
+  detail::LoaderContext loader_context() const;
+  int64_t samples_to_keep_for_metrics() const;  // -1: keep all
 
   void prepare_model(torch::nn::Module& model);
   void prepare_optimizer(torch::optim::Optimizer& optimizer, PreparedOptimizerBase* prepared);
