@@ -13,8 +13,17 @@ void applyPrepare(Migration &);
 void applyDeviceMove(Migration &);
 void applyOptimizerDeclaration(Migration &);
 void applySchedulerDeclaration(Migration &);
+void applySaveOnMainProcess(Migration &);
+void applyPrintOnMainProcess(Migration &);
+void applyPrintInLoop(Migration &);
+void applyNoDataLoader(Migration &);
+void applyDatasetSizeDivision(Migration &);
+void applyViewBatchSize(Migration &);
+void applyStaticCuda(Migration &);
+void applyCudaInFactory(Migration &);
 void applyCreateAccelerator(Migration &);
 void applyIncludeAcc(Migration &);
+void applyCmakeLink(Migration &);
 
 const std::vector<Rule> &allRules() {
   static const std::vector<Rule> rules = {
@@ -30,9 +39,27 @@ const std::vector<Rule> &allRules() {
        true, applyDeviceMove},
       {"optimizer-declaration", "optimizers are created as acc::Optimizer<T>", true, applyOptimizerDeclaration},
       {"scheduler-declaration", "LR schedulers are created as acc::Scheduler<T>", true, applySchedulerDeclaration},
+      {"save-on-main-process", "torch::save(...) runs after wait_for_everyone() on the main process only", true,
+       applySaveOnMainProcess},
+      {"print-on-main-process", "std::cout << ... << std::endl in training loops becomes accelerator.print(...)", false,
+       applyPrintOnMainProcess},
+      {"print-in-loop", "reports std::cout/printf in training loops (they print once per process)", true,
+       applyPrintInLoop},
+      {"no-data-loader", "reports training loops that batch without a DataLoader (every process gets all data)", true,
+       applyNoDataLoader},
+      {"dataset-size-division", "reports counts divided by the whole dataset's size (each process sees a shard)",
+       true, applyDatasetSizeDivision},
+      {"view-batch-size", "reports view/reshape({batch_size, ...}) on loader batches (batches can be short)", true,
+       applyViewBatchSize},
+      {"static-cuda", "reports static variables created on CUDA (before main and the accelerator)", true,
+       applyStaticCuda},
+      {"cuda-in-factory", "reports torch::kCUDA passed to factories and loaders (every process on cuda:0)", true,
+       applyCudaInFactory},
       {"create-accelerator", "declares acc::Accelerator accelerator; where it is used, or passes it in", true,
        applyCreateAccelerator},
       {"include-acc", "#include <acc/acc.h> once in each file that uses acc", true, applyIncludeAcc},
+      {"cmake-link", "reports the CMake targets that build migrated files (find_package(acc), link acc::acc)", true,
+       applyCmakeLink},
   };
   return rules;
 }

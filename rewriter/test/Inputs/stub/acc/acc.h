@@ -15,6 +15,7 @@ class Accelerator {
   double clip_grad_norm_(std::vector<at::Tensor>, double) { return 0; }
   void clip_grad_value_(std::vector<at::Tensor>, double) {}
   bool is_main_process() const { return true; }
+  bool is_local_main_process() const { return true; }
   void wait_for_everyone() {}
   template <typename... Args> void print(Args &&...) {}
 };

@@ -53,6 +53,7 @@ class Tensor : public TensorBase {
   Tensor cpu() const { return *this; }
   void backward(const Tensor &gradient = {}, bool retain_graph = false, bool create_graph = false) const {}
   Tensor view(std::vector<int64_t> sizes) const { return *this; }
+  Tensor reshape(std::vector<int64_t> sizes) const { return *this; }
   Tensor div(double) const { return *this; }
   Tensor sum() const { return *this; }
   template <typename T> T item() const { return T(); }
@@ -74,6 +75,7 @@ using Dtype = c10::ScalarType;
 inline Tensor randn(std::vector<int64_t>, TensorOptions = {}) { return {}; }
 inline Tensor zeros(std::vector<int64_t>, TensorOptions = {}) { return {}; }
 inline Tensor tensor(float) { return {}; }
+inline Tensor ones(std::vector<int64_t>, TensorOptions = {}) { return {}; }
 inline Tensor nll_loss(const Tensor &, const Tensor &) { return {}; }
 inline Tensor mse_loss(const Tensor &, const Tensor &) { return {}; }
 namespace cuda { inline bool is_available() { return false; } }

@@ -1,0 +1,33 @@
+// dataset-size-division (report): `correct / dataset.size().value()` (directly or through a variable
+// initialised from it). With a prepared loader each process counts only its own shard, so the
+// quotient is wrong by the number of processes; the count must be summed across processes first.
+#include "Migration.h"
+
+#include <clang/AST/ExprCXX.h>
+#include <clang/ASTMatchers/ASTMatchers.h>
+
+using namespace clang;
+using namespace clang::ast_matchers;
+
+namespace accmigrate {
+
+void applyDatasetSizeDivision(Migration &m) {
+  auto dataset = cxxRecordDecl(anyOf(isSameOrDerivedFrom("::torch::data::datasets::BatchDataset"),
+                                     isSameOrDerivedFrom("::torch::data::datasets::Dataset")));
+  auto sizeCall = cxxMemberCallExpr(callee(cxxMethodDecl(hasName("size"), ofClass(dataset))));
+  auto mentionsSize = expr(anyOf(sizeCall, hasDescendant(sizeCall)));
+  auto sizeVar = declRefExpr(to(varDecl(hasInitializer(mentionsSize))));
+  auto divisor = expr(anyOf(mentionsSize, sizeVar, hasDescendant(sizeVar)));
+  m.forEachMatch(binaryOperator(hasAnyOperatorName("/", "/="), hasRHS(divisor)).bind("div"),
+                 [&](const BoundNodes &nodes) {
+    const auto *div = nodes.getNodeAs<BinaryOperator>("div");
+    if (!m.enclosingFunction(*div)) return;
+    std::string count = m.text(div->getLHS()->getSourceRange());
+    m.report(div->getOperatorLoc(),
+             "divides by the size of the whole dataset, but with a prepared loader each process sees only its shard",
+             "sum the count over processes first, e.g. `auto total = accelerator.reduce(torch::tensor(" +
+                 (count.empty() ? std::string("count") : count) + "), \"sum\").item<double>();`, then divide `total`");
+  });
+}
+
+}  // namespace accmigrate

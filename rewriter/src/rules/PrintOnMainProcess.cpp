@@ -1,0 +1,106 @@
+// Printing in the training loop: on N processes every line comes out N times. Two rules:
+// - print-in-loop (default): reports `std::cout << ...;` and printf statements inside loops of
+//   functions that use the accelerator, with the `accelerator.print(...)` line to use;
+// - print-on-main-process (off by default, --rules=+print-on-main-process): rewrites
+//   `std::cout << a << b << std::endl;` into `accelerator.print(a, b);` (printed by the local main
+//   process) and guards printf with `if (accelerator.is_local_main_process())`.
+// Off by default because which lines every rank should print (per-rank losses, debugging) is the
+// author's call; the report shows every place.
+#include "Analysis.h"
+#include "Migration.h"
+
+#include <clang/AST/ExprCXX.h>
+#include <clang/ASTMatchers/ASTMatchers.h>
+
+using namespace clang;
+using namespace clang::ast_matchers;
+
+namespace accmigrate {
+namespace {
+
+auto inLoop() { return hasAncestor(stmt(anyOf(forStmt(), cxxForRangeStmt(), whileStmt(), doStmt()))); }
+
+bool isNewline(const Expr *e) {
+  e = e->IgnoreParenImpCasts();
+  if (const auto *ref = dyn_cast<DeclRefExpr>(e)) return ref->getDecl()->getQualifiedNameAsString() == "std::endl";
+  if (const auto *str = dyn_cast<StringLiteral>(e)) return str->getBytes() == "\n";
+  if (const auto *ch = dyn_cast<CharacterLiteral>(e)) return ch->getValue() == '\n';
+  return false;
+}
+
+// `std::cout << a << b << std::endl` as its operands {a, b}; false when it cannot become
+// accelerator.print (no final newline, which print adds; std::endl or flush in the middle).
+bool printArguments(const CXXOperatorCallExpr *chain, Migration &m, std::vector<std::string> &args) {
+  std::vector<const Expr *> operands;
+  const Expr *e = chain;
+  while (const auto *op = dyn_cast<CXXOperatorCallExpr>(e->IgnoreParenImpCasts())) {
+    if (op->getOperator() != OO_LessLess || op->getNumArgs() != 2) return false;
+    operands.insert(operands.begin(), op->getArg(1));
+    e = op->getArg(0);
+  }
+  if (operands.empty() || !isNewline(operands.back())) return false;
+  operands.pop_back();
+  for (const Expr *operand : operands) {
+    if (isNewline(operand)) return false;
+    std::string text = m.text(operand->getSourceRange());
+    if (text.empty()) return false;
+    args.push_back(text);
+  }
+  return true;
+}
+
+bool usesAccelerator(const FunctionDecl *fn, Migration &m) {
+  const auto &users = m.acceleratorUsers();
+  return fn && std::find(users.begin(), users.end(), fn) != users.end();
+}
+
+void apply(Migration &m, bool rewrite) {
+  auto cout = declRefExpr(to(varDecl(hasName("::std::cout"))));
+  auto chain = cxxOperatorCallExpr(hasOverloadedOperatorName("<<"), hasArgument(0, ignoringImplicit(cout)));
+  // The whole statement: the outermost `<<` of a chain that starts at std::cout.
+  m.forEachMatch(cxxOperatorCallExpr(hasOverloadedOperatorName("<<"), anyOf(chain, hasDescendant(chain)), inLoop())
+                     .bind("print"),
+                 [&](const BoundNodes &nodes) {
+    const auto *print = nodes.getNodeAs<CXXOperatorCallExpr>("print");
+    const FunctionDecl *fn = m.enclosingFunction(*print);
+    if (!usesAccelerator(fn, m) || !isExpressionStatement(*print, m.ctx) || m.edited(print->getBeginLoc())) return;
+    const Expr *leftmost = print;
+    while (const auto *op = dyn_cast<CXXOperatorCallExpr>(leftmost->IgnoreParenImpCasts())) leftmost = op->getArg(0);
+    const auto *stream = dyn_cast<DeclRefExpr>(leftmost->IgnoreParenImpCasts());
+    if (!stream || stream->getDecl()->getQualifiedNameAsString() != "std::cout") return;
+    std::vector<std::string> args;
+    bool convertible = printArguments(print, m, args);
+    std::string line = "accelerator.print(";
+    for (size_t i = 0; i < args.size(); ++i) line += (i ? ", " : "") + args[i];
+    line += ")";
+    if (rewrite && convertible) {
+      m.replace(print->getSourceRange(), line);
+      return;
+    }
+    if (rewrite) return;  // what cannot be rewritten is reported by print-in-loop
+    m.report(print->getBeginLoc(), "std::cout in the training loop prints on every process",
+             convertible ? "print once, on the main process: `" + line + ";` (or --rules=+print-on-main-process)"
+                         : std::string("guard it: `if (accelerator.is_local_main_process())`"));
+  });
+  m.forEachMatch(callExpr(callee(functionDecl(hasAnyName("::printf", "::std::printf", "::puts", "::std::puts"))),
+                          inLoop()).bind("printf"),
+                 [&](const BoundNodes &nodes) {
+    const auto *call = nodes.getNodeAs<CallExpr>("printf");
+    const FunctionDecl *fn = m.enclosingFunction(*call);
+    if (!usesAccelerator(fn, m) || !isExpressionStatement(*call, m.ctx) || m.edited(call->getBeginLoc())) return;
+    if (rewrite) {
+      m.insert(call->getBeginLoc(), "if (accelerator.is_local_main_process()) ");
+      return;
+    }
+    m.report(call->getBeginLoc(), "printf in the training loop prints on every process",
+             "print on the main process only: `if (accelerator.is_local_main_process()) " +
+                 m.text(call->getSourceRange()) + ";` (or --rules=+print-on-main-process)");
+  });
+}
+
+}  // namespace
+
+void applyPrintOnMainProcess(Migration &m) { apply(m, /*rewrite=*/true); }
+void applyPrintInLoop(Migration &m) { apply(m, /*rewrite=*/false); }
+
+}  // namespace accmigrate

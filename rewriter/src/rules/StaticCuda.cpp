@@ -1,0 +1,30 @@
+// static-cuda (report): a variable with static storage initialised on CUDA
+// (`static const Tensor eps = torch::tensor(1e-16f).to(torch::kCUDA);`). It is created before main,
+// before the accelerator exists, and on cuda:0 in every process. Devices themselves are reported by
+// device-declaration.
+#include "CudaReports.h"
+#include "Migration.h"
+#include "TorchTypes.h"
+
+#include <clang/AST/ExprCXX.h>
+
+using namespace clang;
+using namespace clang::ast_matchers;
+
+namespace accmigrate {
+
+void applyStaticCuda(Migration &m) {
+  auto cudaCall = cxxMemberCallExpr(callee(cxxMethodDecl(hasName("cuda"), ofClass(cxxRecordDecl(isSameOrDerivedFrom("::at::TensorBase"))))));
+  auto onCuda = expr(anyOf(hasDescendant(cudaReference()), hasDescendant(cudaCall)));
+  m.forEachMatch(varDecl(hasGlobalStorage(), hasInitializer(onCuda)).bind("var"), [&](const BoundNodes &nodes) {
+    const auto *var = nodes.getNodeAs<VarDecl>("var");
+    if (isDeviceClass(var->getType()) || isDeviceType(var->getType()) || var->isTemplated()) return;
+    m.report(var->getLocation(),
+             "`" + var->getName().str() + "` is created on CUDA during static initialisation: before main and the "
+             "accelerator, on cuda:0 in every process",
+             "create it after `acc::Accelerator accelerator;` on `accelerator.device()` (a local, a member, or a "
+             "function-local static initialised from the accelerator's device)");
+  });
+}
+
+}  // namespace accmigrate

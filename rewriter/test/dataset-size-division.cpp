@@ -1,0 +1,15 @@
+// RUN: %acc-migrate %s -- %stub-flags 2>&1 >/dev/null | FileCheck %s
+#include <torch/torch.h>
+
+struct Digits : torch::data::datasets::Dataset<Digits> {};
+
+double accuracy(Digits &test_set, int64_t correct) {
+  const size_t test_size = test_set.size().value();
+  double through_variable = static_cast<double>(correct) / test_size;
+  // CHECK: dataset-size-division.cpp:[[@LINE-1]]:58: dataset-size-division: divides by the size of the whole dataset{{.*}}; sum the count over processes first, e.g. `auto total = accelerator.reduce(torch::tensor(static_cast<double>(correct)), "sum").item<double>();`
+  double direct = 100.0 * correct / test_set.size().value();
+  // CHECK: dataset-size-division.cpp:[[@LINE-1]]:35: dataset-size-division:
+  double per_batch = correct / 64.0;  // not a dataset size
+  // CHECK-NOT: dataset-size-division.cpp:[[@LINE-1]]
+  return through_variable + direct + per_batch;
+}

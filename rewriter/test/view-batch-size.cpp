@@ -1,0 +1,18 @@
+// RUN: %acc-migrate %s -- %stub-flags 2>&1 >/dev/null | FileCheck %s
+#include <torch/torch.h>
+
+struct Images : torch::data::datasets::Dataset<Images> {};
+
+void train(torch::nn::Linear &model, int64_t batch_size) {
+  auto loader = torch::data::make_data_loader(Images(), batch_size);
+  for (auto &batch : *loader) {
+    auto x = batch[0].data.view({batch_size, -1});
+    // CHECK: view-batch-size.cpp:[[@LINE-1]]:34: view-batch-size: assumes every batch has `batch_size` rows{{.*}}; take the row count from the tensor: `batch[0].data.size(0)` instead of `batch_size`
+    auto y = x.reshape({x.size(0), -1});  // already from the tensor
+    // CHECK-NOT: view-batch-size.cpp:[[@LINE-1]]
+    model->forward(y).sum().backward();
+  }
+  torch::Tensor all;
+  auto flat = all.view({batch_size, -1});  // not a loader batch
+  // CHECK-NOT: view-batch-size.cpp:[[@LINE-1]]
+}
