@@ -1,0 +1,46 @@
+#pragma once
+// Dynamic loss scaling for fp16 training (torch.amp.GradScaler's algorithm, which libtorch's C++ API
+// lacks): the loss is multiplied by a scale before backward so small fp16 gradients do not flush to
+// zero; before the optimizer steps, gradients are unscaled and checked for inf/NaN; a step with
+// non-finite gradients is skipped and the scale backs off, and after growth_interval clean steps
+// the scale grows.
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <torch/optim/optimizer.h>
+
+#include <map>
+
+#include <acc/options.h>
+
+namespace acc {
+
+class GradScaler {
+ public:
+  /// The scale lives on `device`, next to the gradients it checks.
+  GradScaler(const GradScalerKwargs& options, c10::Device device);
+
+  bool is_enabled() const { return options_.enabled(); }
+  /// `loss * scale` (the loss itself when disabled).
+  at::Tensor scale(const at::Tensor& loss) const;
+  /// Divides the gradients of `optimizer`'s parameters by the scale, once per step, and records
+  /// whether any is inf or NaN. Later calls before update() do nothing.
+  void unscale_(torch::optim::Optimizer& optimizer);
+  /// True when unscale_ found inf or NaN in `optimizer`'s gradients since the last update().
+  bool found_inf(const torch::optim::Optimizer& optimizer) const;
+  /// Backs off after a step with non-finite gradients, grows after growth_interval clean steps,
+  /// and forgets which optimizers were unscaled.
+  void update();
+
+  double get_scale() const;
+  int64_t growth_tracker() const;
+  /// For checkpoints: restores what get_scale() and growth_tracker() returned.
+  void load(double scale, int64_t growth_tracker);
+
+ private:
+  GradScalerKwargs options_;
+  at::Tensor scale_;           // float32 [1]
+  at::Tensor growth_tracker_;  // int32 [1]
+  std::map<const torch::optim::Optimizer*, at::Tensor> found_inf_;  // per unscaled optimizer
+};
+
+}  // namespace acc
