@@ -56,6 +56,11 @@ int main(int argc, char** argv) {
     std::printf("%-44s %12.1f %14.1f %8.3f\n", what, ns, ns - baseline, ns / baseline);
   };
 
+  // What every log call pays before acc sees it: the caller builds the values map.
+  report("build the 2-value map only (no log)", ns_per_step(steps, [&](int64_t, double loss) {
+           const acc::TrackerValues values{{"loss", loss}, {"lr", 1e-3}};
+           sink = static_cast<double>(values.size());
+         }));
   for (const char* name : {"tensorboard", "jsonl", "csv", "all"}) {
     acc::detail::TrackerSet trackers(acc::LogWith{name}, /*is_main_process=*/true, dir.string());
     trackers.init(std::string("bench_") + name, {{"lr", 0.1}});
