@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <acc/data_loader_state.h>
+#include <acc/grad_scaler.h>
 #include <acc/optimizer.h>
 #include <acc/scheduler.h>
 
@@ -17,6 +18,16 @@ struct GradientState {
   int num_processes = 1;
   bool split_batches = false;
   bool step_scheduler_with_optimizer = true;
+
+  // --- gradient accumulation and mixed precision (Accelerate's GradientState plugin_kwargs) ---
+  int64_t num_steps = 1;            // gradient_accumulation_steps
+  int64_t step = 0;                 // accumulate() calls since the last sync
+  bool sync_with_dataloader = true;
+  bool sync_each_batch = false;
+  /// Loss scaling for fp16 on CUDA; null otherwise.
+  std::shared_ptr<GradScaler> scaler;
+  /// autocast is active on the training thread, so its weight cache must be cleared each step.
+  bool autocast_active = false;
 
   // --- prepared data loaders (Accelerate's dataloader_references / active_dataloader) ---
   /// Loaders being iterated, innermost last: an evaluation loop inside a training loop sees its

@@ -109,7 +109,7 @@ void ProcessGroup::all_reduce_(at::Tensor& tensor, c10d::ReduceOp op, const std:
   c10d::AllreduceOptions options;
   options.reduceOp = op;
   options.timeout = timeout_for(tensor);
-  wait(backend_for(tensor).allreduce(tensors, options), what, options.timeout);
+  wait(launched(backend_for(tensor).allreduce(tensors, options)), what, options.timeout);
 }
 
 void ProcessGroup::broadcast_(at::Tensor& tensor, int root, const std::string& what) {
@@ -117,7 +117,7 @@ void ProcessGroup::broadcast_(at::Tensor& tensor, int root, const std::string& w
   c10d::BroadcastOptions options;
   options.rootRank = root;
   options.timeout = timeout_for(tensor);
-  wait(backend_for(tensor).broadcast(tensors, options), what, options.timeout);
+  wait(launched(backend_for(tensor).broadcast(tensors, options)), what, options.timeout);
 }
 
 std::vector<at::Tensor> ProcessGroup::all_gather(const at::Tensor& tensor, const std::string& what) {
@@ -127,14 +127,14 @@ std::vector<at::Tensor> ProcessGroup::all_gather(const at::Tensor& tensor, const
   std::vector<at::Tensor> inputs{input};
   c10d::AllgatherOptions options;
   options.timeout = timeout_for(tensor);
-  wait(backend_for(tensor).allgather(outputs, inputs, options), what, options.timeout);
+  wait(launched(backend_for(tensor).allgather(outputs, inputs, options)), what, options.timeout);
   return outputs[0];
 }
 
 void ProcessGroup::barrier(const std::string& what) {
   c10d::BarrierOptions options;
   options.timeout = gloo_timeout_;
-  wait(gloo_->barrier(options), what, gloo_timeout_);
+  wait(launched(gloo_->barrier(options)), what, gloo_timeout_);
 }
 
 std::vector<std::string> ProcessGroup::all_gather_strings(const std::string& value,

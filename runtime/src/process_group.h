@@ -60,12 +60,22 @@ class ProcessGroup {
   /// Every rank's `value`, exchanged through the store (small strings: metadata, not tensors).
   std::vector<std::string> all_gather_strings(const std::string& value, const std::string& what);
 
+  /// Collectives issued by this process so far (diagnostics: tests prove that accumulation
+  /// steps communicate nothing). Every collective goes through launched().
+  uint64_t num_collectives() const { return num_collectives_; }
+  /// Counts and returns `work` (for collectives launched directly on a backend).
+  const c10::intrusive_ptr<c10d::Work>& launched(const c10::intrusive_ptr<c10d::Work>& work) {
+    ++num_collectives_;
+    return work;
+  }
+
  private:
   int rank_;
   int size_;
   Milliseconds gloo_timeout_;
   Milliseconds nccl_timeout_;
   uint64_t store_round_ = 0;
+  uint64_t num_collectives_ = 0;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::Backend> gloo_;
   c10::intrusive_ptr<c10d::Backend> nccl_;

@@ -154,7 +154,7 @@ void Reducer::launch_ready_buckets() {
     std::vector<at::Tensor> tensors{bucket.flat};
     c10d::AllreduceOptions options;
     options.timeout = group_.timeout_for(bucket.flat);
-    bucket.work = group_.backend_for(bucket.flat).allreduce(tensors, options);
+    bucket.work = group_.launched(group_.backend_for(bucket.flat).allreduce(tensors, options));
     ++next_to_launch_;
   }
 }

@@ -91,6 +91,10 @@ DistributedType PartialState::distributed_type() const {
 
 detail::ProcessGroup* PartialState::process_group() const { return shared_->group.get(); }
 
+uint64_t PartialState::num_collectives() const {
+  return shared_->group ? shared_->group->num_collectives() : 0;
+}
+
 void PartialState::wait_for_everyone() const {
   if (auto* group = process_group()) group->barrier("wait_for_everyone");
 }

@@ -98,6 +98,11 @@ TEST(MultiProcess, StalledPeerTimesOutWithTheConfiguredDeadline) {
   EXPECT_NE(result.ranks[0].output.find("timeout 3 s"), std::string::npos) << result.describe();
 }
 
+TEST(MultiProcess, AccumulationEqualsOneGlobalStepAndSkipsCommunication) {
+  auto result = run({"accumulation"}, 2);
+  EXPECT_TRUE(result.all_succeeded()) << result.describe();
+}
+
 TEST(MultiProcess, PlainSchedulerNeedsAccSchedulerWithSeveralProcesses) {
   auto result = run({"scheduler_rules"}, 2);
   EXPECT_TRUE(result.all_succeeded()) << result.describe();

@@ -358,6 +358,51 @@ void scheduler_rules(const std::vector<std::string>&) {
   std::cout << "ok" << std::endl;
 }
 
+// Gradient accumulation under DDP: N micro-batches per rank give one step on the global batch of
+// N * b * world samples, and the non-sync micro-batches issue no collective at all.
+void accumulation(const std::vector<std::string>&) {
+  const int64_t n = 4, b = 2;
+  acc::Accelerator accelerator(acc::AcceleratorOptions().gradient_accumulation_steps(n));
+  const int rank = accelerator.process_index(), world = accelerator.num_processes();
+  torch::manual_seed(100 + rank);
+  auto model = make_mlp();
+  acc::Optimizer<torch::optim::SGD> optimizer(model->parameters(), 0.1);
+  accelerator.prepare(model, optimizer);
+  torch::manual_seed(100);
+  auto reference = make_mlp();
+  torch::optim::SGD reference_optimizer(reference->parameters(), 0.1);
+
+  for (int step = 0; step < 3; ++step) {
+    torch::manual_seed(1000 + step);
+    auto x = torch::randn({n * world * b, 8});
+    auto y = torch::randn({n * world * b, 4});
+    for (int64_t micro = 0; micro < n; ++micro) {
+      // Micro-batch `micro` of rank r: rows [(micro * world + r) * b, ... + b).
+      const int64_t start = (micro * world + rank) * b;
+      const auto before = accelerator.state().num_collectives();
+      {
+        auto guard = accelerator.accumulate(model);
+        accelerator.backward(torch::mse_loss(model->forward(x.narrow(0, start, b)), y.narrow(0, start, b)));
+        optimizer.step();
+        optimizer.zero_grad();
+      }
+      const auto issued = accelerator.state().num_collectives() - before;
+      if (micro < n - 1) {
+        expect(issued == 0, "a non-sync micro-step issued " + std::to_string(issued) + " collectives");
+      } else {
+        expect(issued > 0, "the sync step issued no collective");
+      }
+    }
+    reference_optimizer.zero_grad();
+    torch::mse_loss(reference->forward(x), y).backward();
+    reference_optimizer.step();
+  }
+  double diff = max_abs_diff(model->parameters(), reference->parameters());
+  expect(diff <= 1e-6, "accumulated DDP differs from one step on the global batch by " + std::to_string(diff));
+  expect_equal_across_ranks(accelerator, model->parameters(), "parameters after accumulation");
+  std::cout << "ok: max difference " << diff << std::endl;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -365,7 +410,8 @@ int main(int argc, char** argv) {
       {"ddp_equivalence", ddp_equivalence}, {"buffers", buffers},
       {"no_sync", no_sync},                 {"unused", unused},
       {"mismatch", mismatch},               {"peer_failure", peer_failure},
-      {"collectives", collectives},         {"scheduler_rules", scheduler_rules}};
+      {"collectives", collectives},         {"scheduler_rules", scheduler_rules},
+      {"accumulation", accumulation}};
   if (argc < 2 || !scenarios.count(argv[1])) {
     std::cerr << "usage: acc_mp_worker <scenario> [args]\n";
     return 2;

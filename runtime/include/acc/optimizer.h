@@ -22,6 +22,8 @@ class OptimizerController {
   virtual void after_step(torch::optim::Optimizer& optimizer) = 0;
   /// False keeps the gradients (accumulating).
   virtual bool before_zero_grad(torch::optim::Optimizer& optimizer) = 0;
+  /// True when the last step was skipped for inf/NaN gradients (not while accumulating).
+  virtual bool step_was_skipped(const torch::optim::Optimizer& optimizer) const = 0;
 };
 
 /// The non-template part of every acc::Optimizer<Opt>, so that prepare() recognises them all.
@@ -32,13 +34,10 @@ class PreparedOptimizerBase {
   void attach_controller(std::shared_ptr<OptimizerController> controller) {
     controller_ = std::move(controller);
   }
-  /// True when the last step() was skipped by the controller.
-  bool step_was_skipped() const { return step_was_skipped_; }
 
  protected:
   ~PreparedOptimizerBase() = default;
   std::shared_ptr<OptimizerController> controller_;
-  bool step_was_skipped_ = false;
 };
 
 template <typename Opt>
@@ -50,11 +49,7 @@ class Optimizer : public Opt, public PreparedOptimizerBase {
   using Opt::Opt;
 
   torch::Tensor step(torch::optim::Optimizer::LossClosure closure = nullptr) override {
-    if (controller_ && !controller_->before_step(*this)) {
-      step_was_skipped_ = true;
-      return {};
-    }
-    step_was_skipped_ = false;
+    if (controller_ && !controller_->before_step(*this)) return {};
     auto loss = Opt::step(std::move(closure));
     if (controller_) controller_->after_step(*this);
     return loss;
@@ -66,6 +61,10 @@ class Optimizer : public Opt, public PreparedOptimizerBase {
     if (controller_ && !controller_->before_zero_grad(*this)) return;
     Opt::zero_grad(set_to_none);
   }
+
+  /// True when the last step() was skipped because fp16 gradients overflowed (Accelerate's
+  /// optimizer.step_was_skipped); steps left out while accumulating do not count.
+  bool step_was_skipped() const { return controller_ && controller_->step_was_skipped(*this); }
 };
 
 }  // namespace acc

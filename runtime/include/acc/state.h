@@ -35,6 +35,9 @@ class PartialState {
 
   /// Barrier; a no-op on one process.
   void wait_for_everyone() const;
+  /// Collectives this process has issued (0 on one process): a diagnostic, e.g. to check that
+  /// steps inside no_sync or accumulate() communicate nothing.
+  uint64_t num_collectives() const;
   /// The process group; nullptr on a single process.
   detail::ProcessGroup* process_group() const;
 
