@@ -111,7 +111,7 @@ class BatchSamplerShard : public torch::data::samplers::Sampler<IndexBatch> {
   std::optional<IndexBatch> next(size_t /*batch_size: fixed at construction*/) override {
     auto& s = *state_;
     if (s.position >= s.batches.size()) return std::nullopt;
-    return s.batches[s.position++];
+    return std::move(s.batches[s.position++]);  // each epoch is drawn anew by reset()
   }
 
   void save(torch::serialize::OutputArchive& archive) const override {

@@ -31,7 +31,9 @@ namespace acc {
 
 inline at::Tensor to_device(const at::Tensor& tensor, const c10::Device& device,
                             bool non_blocking = false) {
-  return tensor.defined() ? tensor.to(device, non_blocking) : tensor;
+  // Checked first: a no-op .to() still costs a dispatcher round trip per tensor and batch.
+  if (!tensor.defined() || tensor.device() == device) return tensor;
+  return tensor.to(device, non_blocking);
 }
 /// Example<Tensor, NoTarget> (torch::data::TensorExample) has no target member.
 inline torch::data::TensorExample to_device(const torch::data::TensorExample& example,
