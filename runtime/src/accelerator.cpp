@@ -10,6 +10,7 @@
 #include "model_sync.h"
 #include "process_group.h"
 #include "reducer.h"
+#include "tracking_set.h"
 
 namespace acc {
 
@@ -49,6 +50,8 @@ Accelerator::Accelerator(AcceleratorOptions options)
   gradient_state_->num_processes = state_.num_processes();
   gradient_state_->split_batches = options_.split_batches();
   gradient_state_->step_scheduler_with_optimizer = options_.step_scheduler_with_optimizer();
+  trackers_ = std::make_unique<detail::TrackerSet>(options_.log_with(), is_main_process(),
+                                                   logging_dir());
 }
 
 Accelerator::~Accelerator() = default;
@@ -135,6 +138,7 @@ bool Accelerator::check_trigger() {
 }
 
 void Accelerator::end_training() {
+  trackers_->finish();
   state_.wait_for_everyone();
   models_.clear();  // reducers hold the process group
   PartialState::destroy();

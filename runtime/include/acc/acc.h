@@ -9,8 +9,11 @@
 #include <acc/optimizer.h>
 #include <acc/options.h>
 #include <acc/process_control.h>
+#include <acc/progress_bar.h>
 #include <acc/scheduler.h>
 #include <acc/state.h>
 #include <acc/tensor_tree.h>
+#include <acc/tracker.h>
+#include <acc/tracking.h>
 #include <acc/to_device.h>
 #include <acc/version.h>

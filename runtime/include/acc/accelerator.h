@@ -21,14 +21,17 @@
 #include <acc/optimizer.h>
 #include <acc/options.h>
 #include <acc/process_control.h>
+#include <acc/progress_bar.h>
 #include <acc/scheduler.h>
 #include <acc/state.h>
+#include <acc/tracker.h>
 
 namespace acc {
 
 namespace detail {
 class Reducer;
 struct GradientState;
+class TrackerSet;
 
 template <typename T>
 struct is_shared_ptr : std::false_type {};
@@ -211,7 +214,24 @@ class Accelerator {
   void set_trigger() { trigger_ = true; }
   /// True on every rank if any rank called set_trigger() since the last check; resets it.
   bool check_trigger();
-  /// Waits for every rank, then leaves the process group.
+  // --- experiment tracking and progress (tracking.h, progress_bar.h, docs/tracking.md) ----
+  /// Starts the trackers of log_with under {logging_dir}/{project_name} (main process only) and
+  /// stores `config`, the run's hyperparameters, in them. Call it once on every process.
+  void init_trackers(const std::string& project_name, const TrackerValues& config = {});
+  /// Logs `values` (numbers; strings become text) at `step` to every tracker on the main
+  /// process; the other processes do nothing.
+  void log(const TrackerValues& values, std::optional<int64_t> step = std::nullopt);
+  /// The tracker named `name` ("tensorboard", "jsonl", "csv" or a user tracker's name()); where
+  /// it does not run (not the main process), a tracker that ignores every call.
+  GeneralTracker& get_tracker(const std::string& name);
+  /// ProjectConfiguration's logging_dir, or its project_dir when logging_dir is empty.
+  std::string logging_dir() const;
+  /// A progress bar drawn only on the local main process (disabled, costing nothing, elsewhere).
+  ProgressBar progress_bar(int64_t total, std::string description = {}) const;
+  ProgressBar progress_bar(ProgressBarOptions options) const;
+
+  /// Finishes the trackers (flushing their files), waits for every rank, then leaves the
+  /// process group.
   void end_training();
 
  private:
@@ -268,6 +288,7 @@ class Accelerator {
   std::vector<std::unique_ptr<PreparedModel>> models_;
   std::vector<const void*> prepared_objects_;
   bool trigger_ = false;
+  std::unique_ptr<detail::TrackerSet> trackers_;  // log_with; see tracking_set.h
 };
 
 }  // namespace acc

@@ -10,6 +10,7 @@
 #include <string>
 
 #include <acc/launch.h>
+#include <acc/tracker.h>
 
 namespace acc {
 
@@ -54,6 +55,9 @@ struct AcceleratorOptions {
   TORCH_ARG(DistributedDataParallelKwargs, ddp) = {};
   /// Deadline of every collective and of the rendezvous; default 1800 s (Gloo) / 600 s (NCCL).
   TORCH_ARG(std::optional<std::chrono::milliseconds>, timeout);
+  /// Trackers that init_trackers() starts and log() feeds: "tensorboard", "jsonl", "csv",
+  /// "all", a std::shared_ptr to your own acc::GeneralTracker, or a braced list of them.
+  TORCH_ARG(LogWith, log_with);
   /// Where the launch and ACCELERATE_* variables are read from (tests pass a fake).
   TORCH_ARG(EnvLookup, environment) = process_environment();
 };
