@@ -55,7 +55,7 @@ class AcceleratedSchedulerController : public SchedulerController {
     if (!state_->sync_gradients || state_->step_was_skipped) return 0;
     // The schedule counts batches of the unsharded loader; each prepared step consumed
     // num_processes of them (unless the batches themselves were split).
-    return state_->split_batches ? 1 : state_->num_processes;
+    return state_->split_batches || !state_->scheduler_steps_per_process ? 1 : state_->num_processes;
   }
 
  private:

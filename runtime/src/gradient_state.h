@@ -18,6 +18,7 @@ struct GradientState {
   int num_processes = 1;
   bool split_batches = false;
   bool step_scheduler_with_optimizer = true;
+  bool scheduler_steps_per_process = true;
 
   // --- gradient accumulation and mixed precision (Accelerate's GradientState plugin_kwargs) ---
   int64_t num_steps = 1;            // gradient_accumulation_steps

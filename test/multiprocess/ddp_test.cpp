@@ -106,6 +106,8 @@ TEST(MultiProcess, AccumulationEqualsOneGlobalStepAndSkipsCommunication) {
 TEST(MultiProcess, PlainSchedulerNeedsAccSchedulerWithSeveralProcesses) {
   auto result = run({"scheduler_rules"}, 2);
   EXPECT_TRUE(result.all_succeeded()) << result.describe();
+  EXPECT_EQ(count(result.ranks[0].output, "steps 2 times per optimizer step"), 1) << result.describe();
+  EXPECT_EQ(count(result.ranks[1].output, "steps 2 times per optimizer step"), 0) << result.describe();
 }
 
 }  // namespace

@@ -355,6 +355,22 @@ void scheduler_rules(const std::vector<std::string>&) {
   double lr = optimizer.param_groups()[0].options().get_lr();
   double expected = reference_optimizer.param_groups()[0].options().get_lr();
   expect(std::abs(lr - expected) < 1e-12, "scheduler stepped to lr " + std::to_string(lr));
+
+  // The explicit way out: one scheduler step per optimizer step.
+  acc::Accelerator once(acc::AcceleratorOptions().scheduler_steps_per_process(false));
+  acc::Optimizer<torch::optim::SGD> optimizer2(model->parameters(), 1.0);
+  acc::Scheduler<torch::optim::StepLR> scheduler2(optimizer2, 1, 0.5);
+  once.prepare(optimizer2, scheduler2);
+  torch::optim::SGD reference_optimizer2({torch::ones({1}, torch::requires_grad())}, 1.0);
+  torch::optim::StepLR reference2(reference_optimizer2, 1, 0.5);
+  for (int call = 0; call < 3; ++call) {
+    optimizer2.step();
+    scheduler2.step();
+    reference2.step();
+  }
+  expect(optimizer2.param_groups()[0].options().get_lr() ==
+             reference_optimizer2.param_groups()[0].options().get_lr(),
+         "scheduler_steps_per_process(false) must step once per call");
   std::cout << "ok" << std::endl;
 }
 
