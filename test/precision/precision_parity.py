@@ -1,0 +1,155 @@
+"""Gradient accumulation and bf16 parity with Python Accelerate, computed in this run.
+
+The same MLP regression (same initial weights and data, SGD, LambdaLR 0.9^step, 2 epochs, batch 2 per
+process, unshuffled, 40 samples: 10 batches per rank, not a multiple of 4) is trained on 2 CPU processes
+by Python Accelerate and by acc (both under torchrun):
+  accumulate  gradient_accumulation_steps=4: per-step losses and learning rates equal (1e-5 relative),
+              final weights too; optimizer steps at batches 4, 8 and 10 of each epoch.
+  bf16        mixed_precision=bf16: per-step losses within 1e-2 relative; the loss is float32 on both
+              sides; forward outputs are float32 in Accelerate (it wraps forward) and bfloat16 in acc (it
+              cannot; documented in docs/runtime.md).
+
+usage: precision_parity.py ACC_BINARY                     (the test)
+       precision_parity.py --accelerate-worker DIR MODE   (one rank of the Accelerate side)
+"""
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+FEATURES, HIDDEN, SAMPLES, EPOCHS, BATCH, LR = 4, 16, 40, 2, 2, 0.1
+SHAPES = [(HIDDEN, FEATURES), (HIDDEN,), (1, HIDDEN), (1,)]
+
+
+def write_inputs(directory):
+    rng = np.random.default_rng(1)
+    weights = [rng.normal(0, 0.5, shape).astype(np.float32) for shape in SHAPES]
+    np.concatenate([w.ravel() for w in weights]).tofile(os.path.join(directory, "init.bin"))
+    x = rng.normal(0, 1, (SAMPLES, FEATURES)).astype(np.float32)
+    y = (np.sin(x @ rng.normal(0, 1, (FEATURES, 1))) + 0.1 * x[:, :1]).astype(np.float32)
+    np.concatenate([x.ravel(), y.ravel()]).tofile(os.path.join(directory, "data.bin"))
+
+
+def accelerate_worker(directory, mode):
+    import torch
+    from accelerate import Accelerator
+    from torch.utils.data import DataLoader, TensorDataset
+
+    kwargs = {"gradient_accumulation_steps": 4} if mode == "accumulate" else {"mixed_precision": "bf16"}
+    accelerator = Accelerator(cpu=True, **kwargs)
+    flat = np.fromfile(os.path.join(directory, "init.bin"), dtype=np.float32)
+    model = torch.nn.Sequential(torch.nn.Linear(FEATURES, HIDDEN), torch.nn.Tanh(), torch.nn.Linear(HIDDEN, 1))
+    offset = 0
+    with torch.no_grad():
+        for parameter, shape in zip(model.parameters(), SHAPES):
+            size = int(np.prod(shape))
+            parameter.copy_(torch.from_numpy(flat[offset:offset + size].reshape(shape)))
+            offset += size
+    data = np.fromfile(os.path.join(directory, "data.bin"), dtype=np.float32)
+    x = torch.from_numpy(data[:SAMPLES * FEATURES].reshape(SAMPLES, FEATURES).copy())
+    y = torch.from_numpy(data[SAMPLES * FEATURES:].reshape(SAMPLES, 1).copy())
+    loader = DataLoader(TensorDataset(x, y), batch_size=BATCH, shuffle=False)
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 0.9 ** s)
+    model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
+    lines, dtypes = [], ""
+    for _ in range(EPOCHS):
+        for inputs, targets in loader:
+            with accelerator.accumulate(model):
+                output = model(inputs)
+                loss = torch.nn.functional.mse_loss(output, targets)
+                dtypes = f"{output.dtype} {loss.dtype}".replace("torch.", "")
+                accelerator.backward(loss)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
+            lines.append(f"{loss.item():.9g} {optimizer.param_groups[0]['lr']:.9g}")
+    rank = accelerator.process_index
+    with open(os.path.join(directory, f"accelerate_{mode}_{rank}.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    with open(os.path.join(directory, f"accelerate_{mode}_dtypes.txt"), "w") as f:
+        f.write(dtypes + "\n")
+    if accelerator.is_main_process:
+        weights = torch.cat([p.detach().reshape(-1) for p in accelerator.unwrap_model(model).parameters()])
+        weights.numpy().astype(np.float32).tofile(os.path.join(directory, f"accelerate_{mode}_weights.bin"))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(command, env):
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    if result.returncode != 0:
+        print("command failed:", " ".join(command), "\n", result.stdout[-4000:], result.stderr[-4000:])
+        sys.exit(1)
+
+
+def compare(name, a, b, tolerance):
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape:
+        print(f"FAIL {name}: shapes differ {a.shape} vs {b.shape}")
+        return False
+    worst = float(np.max(np.abs(a - b) / np.maximum(np.abs(b), 1e-3))) if a.size else 0.0
+    ok = worst <= tolerance
+    print(f"{'ok' if ok else 'FAIL'} {name}: {a.size} values, worst relative difference {worst:.2e} "
+          f"(tolerance {tolerance:g})")
+    return ok
+
+
+def main(acc_binary):
+    python = sys.executable
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "ACCELERATE_MIXED_PRECISION"):
+        env.pop(name, None)
+    ok = True
+    with tempfile.TemporaryDirectory() as directory:
+        write_inputs(directory)
+        this = os.path.abspath(__file__)
+        torchrun = [python, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1"]
+        for mode in ("accumulate", "bf16"):
+            run(torchrun + ["--master_port", str(free_port()), this, "--accelerate-worker", directory, mode], env)
+            run(torchrun + ["--master_port", str(free_port()), "--no-python", acc_binary, directory, mode], env)
+
+        def table(side, mode, rank):
+            return np.loadtxt(os.path.join(directory, f"{side}_{mode}_{rank}.txt"), ndmin=2)
+
+        def weights(side, mode):
+            return np.fromfile(os.path.join(directory, f"{side}_{mode}_weights.bin"), dtype=np.float32)
+
+        def dtypes(side, mode):
+            with open(os.path.join(directory, f"{side}_{mode}_dtypes.txt")) as f:
+                return f.read().split()
+
+        for rank in (0, 1):
+            ours, theirs = table("acc", "accumulate", rank), table("accelerate", "accumulate", rank)
+            ok &= compare(f"accumulate: per-batch losses, rank {rank}", ours[:, 0], theirs[:, 0], 1e-5)
+            ok &= compare(f"accumulate: learning rates, rank {rank}", ours[:, 1], theirs[:, 1], 1e-7)
+            ok &= compare(f"bf16: per-batch losses, rank {rank}", table("acc", "bf16", rank)[:, 0],
+                          table("accelerate", "bf16", rank)[:, 0], 1e-2)
+        ok &= compare("accumulate: final weights", weights("acc", "accumulate"), weights("accelerate", "accumulate"), 1e-5)
+        lrs = table("acc", "accumulate", 0)[:, 1]
+        steps = int(np.sum(np.abs(np.diff(np.concatenate([[LR], lrs]))) > 0))
+        print(f"accumulate: the learning rate changed {steps} times over {len(lrs)} batches")
+        ok &= steps == 3 * EPOCHS  # optimizer steps at batches 4, 8 and 10 of each epoch
+        ok &= compare("accumulate: first learning rate change (two scheduler steps: one per process)",
+                      lrs[3:4], [LR * 0.9 ** 2], 1e-7)
+        c10_names = {"Float": "float32", "BFloat16": "bfloat16"}
+        acc_out, acc_loss = (c10_names.get(t, t) for t in dtypes("acc", "bf16"))
+        acc_ref_out, ref_loss = dtypes("accelerate", "bf16")
+        print(f"bf16 dtypes: acc output {acc_out} loss {acc_loss}; Accelerate output {acc_ref_out} loss {ref_loss}")
+        ok &= acc_loss == ref_loss == "float32" and acc_ref_out == "float32" and acc_out == "bfloat16"
+    print(f"{'1 passed, 0 failed' if ok else '0 passed, 1 failed'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--accelerate-worker":
+        accelerate_worker(sys.argv[2], sys.argv[3])
+    else:
+        sys.exit(main(sys.argv[1]))
