@@ -56,6 +56,16 @@ Accelerator::Accelerator(AcceleratorOptions options)
 
 Accelerator::~Accelerator() = default;
 
+std::string Accelerator::save_state(const std::string& output_dir) {
+  CheckpointContext context{&checkpoints_, &project_, &state_, device(), {}};
+  return save_training_state(context, output_dir);
+}
+
+std::string Accelerator::load_state(const std::string& input_dir) {
+  CheckpointContext context{&checkpoints_, &project_, &state_, device(), {}};
+  return load_training_state(context, input_dir);
+}
+
 bool Accelerator::sync_gradients() const { return gradient_state_->sync_gradients; }
 bool Accelerator::optimizer_step_was_skipped() const { return gradient_state_->step_was_skipped; }
 
@@ -73,6 +83,7 @@ void Accelerator::prepare_model(torch::nn::Module& model) {
     prepared->reducer = detail::make_reducer(*group, model, options_.ddp());
   }
   models_.push_back(std::move(prepared));
+  checkpoints_.add_model(model);
 }
 
 void Accelerator::prepare_optimizer(torch::optim::Optimizer& optimizer,
@@ -86,6 +97,7 @@ void Accelerator::prepare_optimizer(torch::optim::Optimizer& optimizer,
     prepared->attach_controller(detail::make_optimizer_controller(gradient_state_));
   }
   prepared_objects_.push_back(identity);
+  checkpoints_.add_optimizer(optimizer);
 }
 
 void Accelerator::prepare_scheduler(const void* identity, PreparedSchedulerBase* prepared) {

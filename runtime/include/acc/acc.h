@@ -1,6 +1,9 @@
 #pragma once
 // Umbrella header of libacc: distributed training for libtorch.
 #include <acc/accelerator.h>
+#include <acc/checkpoint_directory.h>
+#include <acc/checkpoint_model.h>
+#include <acc/checkpointing.h>
 #include <acc/collectives.h>
 #include <acc/data_loader.h>
 #include <acc/data_sharding.h>
@@ -9,7 +12,9 @@
 #include <acc/optimizer.h>
 #include <acc/options.h>
 #include <acc/process_control.h>
+#include <acc/project_configuration.h>
 #include <acc/progress_bar.h>
+#include <acc/safetensors.h>
 #include <acc/scheduler.h>
 #include <acc/state.h>
 #include <acc/tensor_tree.h>

@@ -16,6 +16,7 @@
 #include <type_traits>
 #include <vector>
 
+#include <acc/checkpointing.h>
 #include <acc/collectives.h>
 #include <acc/data_loader.h>
 #include <acc/optimizer.h>
@@ -234,6 +235,43 @@ class Accelerator {
   /// process group.
   void end_training();
 
+  // --- checkpointing (checkpointing.h, checkpoint_model.h, docs/checkpointing.md) ---------
+  /// The main process writes the model's weights (acc::save_model: safetensors, sharded above
+  /// max_shard_size, Hub layout); the others wait. Every rank must call it.
+  template <typename Model>
+  void save_model(const Model& model, const std::string& save_directory,
+                  const std::string& max_shard_size = "10GB", bool safe_serialization = true) {
+    if (is_main_process()) {
+      acc::save_model(module_of(const_cast<Model&>(model)), save_directory, max_shard_size,
+                      safe_serialization);
+    }
+    wait_for_everyone();
+  }
+  /// Writes every prepared model, optimizer and scheduler, registered object, data loader
+  /// position and each rank's RNG states to `output_dir` (or, with automatic naming,
+  /// {project_dir}/checkpoints/checkpoint_{iteration}), crash-safely. Returns the directory.
+  std::string save_state(const std::string& output_dir = "");
+  /// Restores save_state's checkpoint; "" takes the newest complete automatic checkpoint.
+  std::string load_state(const std::string& input_dir = "");
+  /// Adds `object` (with save(torch::serialize::OutputArchive&) and load(InputArchive&)) to
+  /// save_state / load_state, as custom_checkpoint_{i}.bin in registration order.
+  template <typename T>
+  void register_for_checkpointing(T& object) {
+    static_assert(detail::has_archive_methods<T>::value,
+                  "acc: register_for_checkpointing needs save(torch::serialize::OutputArchive&) and "
+                  "load(torch::serialize::InputArchive&) members, or pass a pair of functions");
+    checkpoints_.add_custom(&object, [&object](torch::serialize::OutputArchive& a) { object.save(a); },
+                            [&object](torch::serialize::InputArchive& a) { object.load(a); });
+  }
+  void register_for_checkpointing(SaveFunction save, LoadFunction load) {
+    checkpoints_.add_custom(nullptr, std::move(save), std::move(load));
+  }
+  const std::string& project_dir() const { return project_.project_dir(); }
+  /// The number of the next automatic checkpoint.
+  int64_t save_iteration() const { return project_.iteration(); }
+  /// What save_state covers; prepared data loaders add their position here.
+  CheckpointRegistry& checkpoint_registry() { return checkpoints_; }
+
  private:
   template <typename T>
   static torch::nn::Module& module_of(T& model) {
@@ -256,8 +294,10 @@ class Accelerator {
       prepare_optimizer(object, nullptr);
     } else if constexpr (std::is_base_of_v<PreparedSchedulerBase, T>) {
       prepare_scheduler(&object, &object);
+      checkpoints_.add_scheduler(object);
     } else if constexpr (std::is_base_of_v<torch::optim::LRScheduler, T>) {
       prepare_scheduler(&object, nullptr);
+      checkpoints_.add_scheduler(object);
     } else if constexpr (std::is_base_of_v<torch::nn::Module, T> ||
                          std::is_base_of_v<torch::detail::ModuleHolderIndicator, T>) {
       prepare_model(module_of(object));
@@ -288,6 +328,8 @@ class Accelerator {
   std::vector<std::unique_ptr<PreparedModel>> models_;
   std::vector<const void*> prepared_objects_;
   bool trigger_ = false;
+  ProjectConfiguration project_ = options_.project_config();
+  CheckpointRegistry checkpoints_;
   std::unique_ptr<detail::TrackerSet> trackers_;  // log_with; see tracking_set.h
 };
 

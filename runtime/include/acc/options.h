@@ -10,6 +10,7 @@
 #include <string>
 
 #include <acc/launch.h>
+#include <acc/project_configuration.h>
 #include <acc/tracker.h>
 
 namespace acc {
@@ -53,6 +54,8 @@ struct AcceleratorOptions {
   /// A prepared scheduler steps once per optimizer step (times num_processes unless split_batches).
   TORCH_ARG(bool, step_scheduler_with_optimizer) = true;
   TORCH_ARG(DistributedDataParallelKwargs, ddp) = {};
+  /// Where save_state writes and how checkpoints are named (Accelerate's project_config).
+  TORCH_ARG(ProjectConfiguration, project_config) = {};
   /// Deadline of every collective and of the rendezvous; default 1800 s (Gloo) / 600 s (NCCL).
   TORCH_ARG(std::optional<std::chrono::milliseconds>, timeout);
   /// Trackers that init_trackers() starts and log() feeds: "tensorboard", "jsonl", "csv",

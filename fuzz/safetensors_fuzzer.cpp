@@ -1,0 +1,69 @@
+// libFuzzer target for the untrusted-input parsers of checkpoint files (torch-free core):
+// the safetensors header parser and the shard index parser. Input byte 0 picks the parser (even:
+// safetensors file, odd: index JSON); the rest is the file.
+//
+// Beyond "no crash, no sanitizer report": an accepted header must describe tensors that lie
+// inside the file, and writing that header back must parse to the same tensors.
+#include <acc/safetensors_format.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace st = acc::safetensors;
+
+namespace {
+void check(bool condition) {
+  if (!condition) std::abort();
+}
+
+void fuzz_file(const uint8_t* data, size_t size) {
+  st::Header header;
+  try {
+    header = st::parse_header(data, size, "fuzz");
+  } catch (const st::FormatError&) {
+    return;
+  }
+  uint64_t end = 0;
+  for (const auto& tensor : header.tensors) {
+    check(tensor.begin == end && tensor.end >= tensor.begin);
+    check(header.data_start + tensor.end <= size);
+    end = tensor.end;
+  }
+  // Round trip: the writer's header for the same tensors, followed by the same data.
+  auto tensors = header.tensors;
+  const std::string bytes = st::serialize_header(tensors, header.metadata) +
+                            std::string(reinterpret_cast<const char*>(data) + header.data_start,
+                                        size - header.data_start);
+  const auto again = st::parse_header(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), "round trip");
+  check(again.tensors.size() == header.tensors.size());
+  for (size_t i = 0; i < again.tensors.size(); ++i) {
+    check(again.tensors[i].name == header.tensors[i].name);
+    check(again.tensors[i].dtype == header.tensors[i].dtype);
+    check(again.tensors[i].shape == header.tensors[i].shape);
+    check(again.tensors[i].end - again.tensors[i].begin == header.tensors[i].end - header.tensors[i].begin);
+  }
+}
+
+void fuzz_index(const uint8_t* data, size_t size) {
+  try {
+    const auto index = st::parse_index(std::string(reinterpret_cast<const char*>(data), size), "fuzz");
+    for (const auto& [name, file] : index.weight_map) {
+      check(file.find('/') == std::string::npos && file != ".." && !file.empty());
+    }
+    check(!st::serialize_index(index).empty());
+  } catch (const st::FormatError&) {
+  }
+}
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  if (data[0] % 2 == 0) {
+    fuzz_file(data + 1, size - 1);
+  } else {
+    fuzz_index(data + 1, size - 1);
+  }
+  return 0;
+}

@@ -1,0 +1,27 @@
+#pragma once
+// Accelerate's ProjectConfiguration: where save_state writes and how checkpoints are named.
+#include <torch/arg.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace acc {
+
+struct ProjectConfiguration {
+  /// Root of the project: automatic checkpoints go to {project_dir}/checkpoints/checkpoint_{n}.
+  TORCH_ARG(std::string, project_dir) = "";
+  /// Defaults to project_dir.
+  TORCH_ARG(std::string, logging_dir) = "";
+  /// save_state() without a directory writes checkpoints/checkpoint_{iteration}.
+  TORCH_ARG(bool, automatic_checkpoint_naming) = false;
+  /// Keep at most this many automatic checkpoints (the oldest are removed after a save completes).
+  TORCH_ARG(std::optional<int64_t>, total_limit);
+  /// Number of the next automatic checkpoint; save_state increments it, load_state sets it to
+  /// the loaded checkpoint's number + 1.
+  TORCH_ARG(int64_t, iteration) = 0;
+  /// Every node's local main process writes the shared files (nodes without a shared filesystem).
+  TORCH_ARG(bool, save_on_each_node) = false;
+};
+
+}  // namespace acc

@@ -1,0 +1,177 @@
+// Child program of the checkpoint tests (one rank when started by spawn_ranks).
+//   save-loop <project>           saves automatic checkpoints forever (killed by the test); each
+//                                 checkpoint's weights all equal its step number
+//   verify <project>              load_state() of the newest complete checkpoint, checks it
+//   train <dir> <K> <N> <out>     trains K steps, save_state(dir), continues to N, writes out
+//   train-kill <dir> <K>          trains K steps, save_state(dir), then SIGKILLs itself
+//   resume <dir> <N> <out>        load_state(dir), continues to N, writes the weights to out
+// Exits 0 on success; prints "FAIL: ..." and exits 1 otherwise.
+#include <torch/torch.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+#include <acc/acc.h>
+
+namespace {
+
+[[noreturn]] void fail(const std::string& message) {
+  std::cout << "FAIL: " << message << std::endl;
+  std::exit(1);
+}
+
+acc::AcceleratorOptions options(const std::string& project = "") {
+  auto config = acc::ProjectConfiguration().project_dir(project);
+  if (!project.empty()) config.automatic_checkpoint_naming(true).total_limit(3);
+  return acc::AcceleratorOptions().cpu(true).project_config(config);
+}
+
+// A step counter registered for checkpointing through save/load members.
+struct Counter {
+  int64_t step = 0;
+  void save(torch::serialize::OutputArchive& archive) const { archive.write("step", c10::IValue(step)); }
+  void load(torch::serialize::InputArchive& archive) {
+    c10::IValue value;
+    archive.read("step", value);
+    step = value.toInt();
+  }
+};
+
+int save_loop(const std::string& project) {
+  acc::Accelerator accelerator(options(project));
+  // About 8 MB of weights plus Adam's 16 MB: a save takes long enough to be killed inside.
+  auto model = torch::nn::Sequential(torch::nn::Linear(1024, 1024), torch::nn::Linear(1024, 1024));
+  acc::Optimizer<torch::optim::Adam> optimizer(model->parameters(), 1e-3);
+  Counter counter;
+  accelerator.prepare(model, optimizer);
+  accelerator.register_for_checkpointing(counter);
+  // A restarted run continues from its newest checkpoint (and its numbering).
+  if (!acc::latest_checkpoint(project).empty()) accelerator.load_state();
+  for (;;) {
+    ++counter.step;
+    torch::NoGradGuard no_grad;
+    for (auto& p : model->parameters()) p.fill_(static_cast<double>(counter.step));
+    const auto dir = accelerator.save_state();
+    std::cout << "saved " << dir << std::endl;
+  }
+}
+
+int verify(const std::string& project) {
+  acc::Accelerator accelerator(options(project));
+  auto model = torch::nn::Sequential(torch::nn::Linear(1024, 1024), torch::nn::Linear(1024, 1024));
+  acc::Optimizer<torch::optim::Adam> optimizer(model->parameters(), 1e-3);
+  Counter counter;
+  accelerator.prepare(model, optimizer);
+  accelerator.register_for_checkpointing(counter);
+  const auto dir = accelerator.load_state();
+  for (auto& p : model->parameters()) {
+    if (!torch::all(p == static_cast<double>(counter.step)).item<bool>()) {
+      fail("checkpoint " + dir + " mixes weights of different saves (step " + std::to_string(counter.step) + ")");
+    }
+  }
+  std::cout << "verified " << dir << " step " << counter.step << std::endl;
+  return 0;
+}
+
+// --- exact resume --------------------------------------------------------------------------
+// A model with dropout (global generator), shuffled data (per-epoch generator), Adam and a
+// prepared StepLR scheduler; the data position is registered as a pair of functions.
+struct Run {
+  acc::Accelerator accelerator{options()};
+  torch::nn::Sequential model{torch::nn::Linear(8, 32), torch::nn::ReLU(), torch::nn::Dropout(0.3),
+                              torch::nn::Linear(32, 1)};
+  acc::Optimizer<torch::optim::Adam> optimizer{model->parameters(), 1e-2};
+  acc::Scheduler<torch::optim::StepLR> scheduler{optimizer, 3, 0.5};
+  torch::Tensor inputs, targets;
+  int64_t step = 0;
+  int64_t epoch = 0;
+  int64_t batch = 0;  // batches of this epoch already consumed by this rank
+  static constexpr int64_t kSamples = 40, kBatch = 4;
+
+  Run() {
+    torch::manual_seed(1234);  // identical initial weights on every rank (also broadcast)
+    for (auto& p : model->parameters()) {
+      torch::NoGradGuard no_grad;
+      p.uniform_(-0.3, 0.3);
+    }
+    auto data = torch::Generator(at::detail::createCPUGenerator(7));
+    inputs = torch::randn({kSamples, 8}, data);
+    targets = inputs.sum(1, true).sin();
+    accelerator.prepare(model, optimizer, scheduler);
+    accelerator.register_for_checkpointing(
+        [this](torch::serialize::OutputArchive& archive) {
+          archive.write("step", c10::IValue(step));
+          archive.write("epoch", c10::IValue(epoch));
+          archive.write("batch", c10::IValue(batch));
+        },
+        [this](torch::serialize::InputArchive& archive) {
+          c10::IValue value;
+          archive.read("step", value);
+          step = value.toInt();
+          archive.read("epoch", value);
+          epoch = value.toInt();
+          archive.read("batch", value);
+          batch = value.toInt();
+        });
+    acc::set_seed(99, /*device_specific=*/true);  // dropout masks differ per rank
+  }
+
+  void train_until(int64_t last_step) {
+    const int64_t ranks = accelerator.num_processes();
+    const int64_t per_rank = kSamples / kBatch / ranks;
+    while (step < last_step) {
+      // The epoch's order depends only on the epoch, so a resumed run redraws the same one.
+      auto order = torch::randperm(kSamples, torch::Generator(at::detail::createCPUGenerator(500 + epoch)));
+      for (; batch < per_rank && step < last_step; ++batch, ++step) {
+        auto index = order.slice(0, (batch * ranks + accelerator.process_index()) * kBatch,
+                                 (batch * ranks + accelerator.process_index() + 1) * kBatch);
+        optimizer.zero_grad();
+        auto loss = torch::mse_loss(model->forward(inputs.index_select(0, index)), targets.index_select(0, index));
+        accelerator.backward(loss);
+        optimizer.step();
+        scheduler.step();
+      }
+      if (batch == per_rank) {
+        batch = 0;
+        ++epoch;
+      }
+    }
+  }
+
+  void write_weights(const std::string& out) {
+    if (accelerator.is_main_process()) acc::safetensors::save_file(acc::model_state(*model), out);
+    accelerator.wait_for_everyone();
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  try {
+    if (mode == "save-loop" && argc == 3) return save_loop(argv[2]);
+    if (mode == "verify" && argc == 3) return verify(argv[2]);
+    if ((mode == "train" && argc == 6) || (mode == "train-kill" && argc == 4)) {
+      Run run;
+      run.train_until(std::stoll(argv[3]));
+      run.accelerator.save_state(argv[2]);
+      if (mode == "train-kill") std::raise(SIGKILL);
+      run.train_until(std::stoll(argv[4]));
+      run.write_weights(argv[5]);
+      return 0;
+    }
+    if (mode == "resume" && argc == 5) {
+      Run run;
+      run.accelerator.load_state(argv[2]);
+      run.train_until(std::stoll(argv[3]));
+      run.write_weights(argv[4]);
+      return 0;
+    }
+  } catch (const std::exception& error) {
+    fail(error.what());
+  }
+  std::cerr << "usage: see the comment at the top of checkpoint_worker.cpp\n";
+  return 2;
+}
