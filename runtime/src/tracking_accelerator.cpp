@@ -17,7 +17,7 @@ void Accelerator::log(const TrackerValues& values, std::optional<int64_t> step) 
 GeneralTracker& Accelerator::get_tracker(const std::string& name) { return trackers_->get(name); }
 
 std::string Accelerator::logging_dir() const {
-  return "";  // ProjectConfiguration (issue 7) is not committed yet: file trackers report the missing dir
+  return project_.logging_dir().empty() ? project_.project_dir() : project_.logging_dir();
 }
 
 ProgressBar Accelerator::progress_bar(int64_t total, std::string description) const {
