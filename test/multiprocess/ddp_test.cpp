@@ -103,6 +103,11 @@ TEST(MultiProcess, AccumulationEqualsOneGlobalStepAndSkipsCommunication) {
   EXPECT_TRUE(result.all_succeeded()) << result.describe();
 }
 
+TEST(MultiProcess, SyncEachBatchCommunicatesEveryBatchAndStillEqualsOneGlobalStep) {
+  auto result = run({"accumulation", "sync_each_batch"}, 2);
+  EXPECT_TRUE(result.all_succeeded()) << result.describe();
+}
+
 TEST(MultiProcess, PlainSchedulerNeedsAccSchedulerWithSeveralProcesses) {
   auto result = run({"scheduler_rules"}, 2);
   EXPECT_TRUE(result.all_succeeded()) << result.describe();

@@ -376,9 +376,11 @@ void scheduler_rules(const std::vector<std::string>&) {
 
 // Gradient accumulation under DDP: N micro-batches per rank give one step on the global batch of
 // N * b * world samples, and the non-sync micro-batches issue no collective at all.
-void accumulation(const std::vector<std::string>&) {
+void accumulation(const std::vector<std::string>& args) {
   const int64_t n = 4, b = 2;
-  acc::Accelerator accelerator(acc::AcceleratorOptions().gradient_accumulation_steps(n));
+  const bool each_batch = !args.empty() && args[0] == "sync_each_batch";
+  acc::Accelerator accelerator(acc::AcceleratorOptions().gradient_accumulation_steps(n).gradient_accumulation_plugin(
+      acc::GradientAccumulationPlugin().sync_each_batch(each_batch)));
   const int rank = accelerator.process_index(), world = accelerator.num_processes();
   torch::manual_seed(100 + rank);
   auto model = make_mlp();
@@ -403,8 +405,10 @@ void accumulation(const std::vector<std::string>&) {
         optimizer.zero_grad();
       }
       const auto issued = accelerator.state().num_collectives() - before;
-      if (micro < n - 1) {
+      if (micro < n - 1 && !each_batch) {
         expect(issued == 0, "a non-sync micro-step issued " + std::to_string(issued) + " collectives");
+      } else if (each_batch) {
+        expect(issued > 0, "sync_each_batch: micro-step " + std::to_string(micro) + " did not communicate");
       } else {
         expect(issued > 0, "the sync step issued no collective");
       }

@@ -82,6 +82,30 @@ TEST(Accumulation, PlainOptimizerIsRejectedWithTheFix) {
   }
 }
 
+TEST(Accumulation, SeveralModelsAndReduceLROnPlateau) {
+  acc::Accelerator accelerator(accumulating(2));
+  auto generator = torch::nn::Linear(2, 2);
+  auto discriminator = torch::nn::Linear(2, 1);
+  acc::Optimizer<torch::optim::Adam> g_opt(generator->parameters(), 1e-3);
+  acc::Optimizer<torch::optim::Adam> d_opt(discriminator->parameters(), 1e-3);
+  acc::Scheduler<torch::optim::ReduceLROnPlateauScheduler> plateau(
+      d_opt, torch::optim::ReduceLROnPlateauScheduler::SchedulerMode::min, 0.5f, 0);
+  accelerator.prepare(generator, discriminator, g_opt, d_opt, plateau);
+  auto g_weight = generator->weight.detach().clone();
+  for (int i = 0; i < 4; ++i) {
+    auto guard = accelerator.accumulate(generator, discriminator);
+    accelerator.backward(discriminator->forward(generator->forward(torch::ones({1, 2}))).sum());
+    g_opt.step();
+    d_opt.step();
+    plateau.step(1.0f);  // never improves: halves the rate on each sync step
+    if (i == 0) EXPECT_TRUE(torch::equal(generator->weight, g_weight)) << "stepped while accumulating";
+    g_opt.zero_grad();
+    d_opt.zero_grad();
+  }
+  EXPECT_FALSE(torch::equal(generator->weight, g_weight));
+  EXPECT_LT(d_opt.param_groups()[0].options().get_lr(), 1e-3);
+}
+
 TEST(Accumulation, BackwardDividesTheLossBySteps) {
   acc::Accelerator accelerator(accumulating(4));
   auto w = torch::ones({1}, torch::requires_grad());
