@@ -1,5 +1,6 @@
 #include <acc/accelerator.h>
 
+#include <ATen/autocast_mode.h>
 #include <ATen/ops/tensor.h>
 #include <torch/nn/utils/clip_grad.h>
 
@@ -21,23 +22,17 @@ struct Accelerator::PreparedModel {
 
 namespace {
 void reject_unimplemented(const ResolvedOptions& resolved) {
-  // Accepted by the option parser so that configs stay valid, but not yet implemented: fail
-  // loudly instead of silently training without them.
-  if (resolved.mixed_precision != MixedPrecision::NO) {
-    throw ConfigError("acc: mixed_precision '" + to_string(resolved.mixed_precision) +
-                      "' is not available in this version of acc yet; use mixed_precision 'no' "
-                      "(unset ACCELERATE_MIXED_PRECISION or drop --mixed_precision)");
-  }
-  if (resolved.gradient_accumulation_steps != 1) {
-    throw ConfigError("acc: gradient_accumulation_steps " +
-                      std::to_string(resolved.gradient_accumulation_steps) +
-                      " is not available in this version of acc yet; use 1, or accumulate with "
-                      "accelerator.no_sync(model) and step every N batches yourself");
-  }
   if (resolved.use_fsdp) {
     throw ConfigError("acc: FSDP (ACCELERATE_USE_FSDP) is not available in this version of acc "
                       "yet; use DDP (unset ACCELERATE_USE_FSDP / drop --use_fsdp)");
   }
+}
+
+// Testing hook: the grad scaler normally runs only for fp16 on CUDA. Tests force it on CPU tensors
+// (with fp16 requested) to check its logic where no GPU is.
+bool grad_scaler_forced_for_testing(const EnvLookup& env) {
+  auto value = env("ACC_TEST_FORCE_GRAD_SCALER");
+  return value && parse_env_bool("ACC_TEST_FORCE_GRAD_SCALER", *value);
 }
 }  // namespace
 
@@ -47,23 +42,81 @@ Accelerator::Accelerator(AcceleratorOptions options)
       state_(options_),
       gradient_state_(std::make_shared<detail::GradientState>()) {
   reject_unimplemented(resolved_);
+  configure_mixed_precision();
+  gradient_state_->num_steps = resolved_.gradient_accumulation_steps;
+  gradient_state_->sync_with_dataloader = options_.gradient_accumulation_plugin().sync_with_dataloader();
+  gradient_state_->sync_each_batch = options_.gradient_accumulation_plugin().sync_each_batch();
   gradient_state_->num_processes = state_.num_processes();
   gradient_state_->split_batches = options_.split_batches();
   gradient_state_->step_scheduler_with_optimizer = options_.step_scheduler_with_optimizer();
+  gradient_state_->scheduler_steps_per_process = options_.scheduler_steps_per_process();
   trackers_ = std::make_unique<detail::TrackerSet>(options_.log_with(), is_main_process(),
                                                    logging_dir());
 }
 
 Accelerator::~Accelerator() = default;
 
+void Accelerator::configure_mixed_precision() {
+  const auto precision = resolved_.mixed_precision;
+  if (precision == MixedPrecision::NO) return;
+  const bool cuda = device().is_cuda();
+  if (precision == MixedPrecision::BF16) {
+    use_autocast_ = true;
+    autocast_dtype_ = c10::kBFloat16;
+  } else if (cuda) {
+    use_autocast_ = true;
+    autocast_dtype_ = c10::kHalf;
+  } else if (!grad_scaler_forced_for_testing(options_.environment()) && is_local_main_process()) {
+    // Accelerate's behaviour: fp16 needs a GPU; on CPU it trains in fp32.
+    std::cerr << "acc: warning: mixed_precision fp16 needs CUDA; training on CPU in fp32 (use bf16 "
+                 "for mixed precision on CPU)" << std::endl;
+  }
+  if (precision == MixedPrecision::FP16 &&
+      (cuda || grad_scaler_forced_for_testing(options_.environment())) &&
+      options_.grad_scaler().enabled()) {
+    gradient_state_->scaler = std::make_shared<GradScaler>(options_.grad_scaler(), device());
+  }
+}
+
+AutocastGuard Accelerator::autocast(bool enabled) const {
+  const auto device_type = device().type();
+  if (!use_autocast_) {
+    // Nothing to turn on; `autocast(false)` still switches off any autocast the caller set.
+    return AutocastGuard(device_type, at::autocast::get_autocast_dtype(device_type),
+                         enabled && at::autocast::is_autocast_enabled(device_type));
+  }
+  return AutocastGuard(device_type, autocast_dtype_, enabled);
+}
+
+bool Accelerator::begin_accumulation_step() {
+  auto& gs = *gradient_state_;
+  if (gs.sync_with_dataloader && gs.end_of_dataloader()) {
+    gs.step = 0;
+    gs.sync_gradients = true;
+  } else {
+    gs.step += 1;
+    gs.sync_gradients = gs.step % gs.num_steps == 0;
+  }
+  return gs.sync_gradients || (use_distributed() && gs.sync_each_batch);
+}
+
+void Accelerator::unscale_gradients() {
+  if (!gradient_state_->scaler) return;
+  for (auto* optimizer : optimizers_) gradient_state_->scaler->unscale_(*optimizer);
+}
+
+// Accelerate's `step` (where the accumulation cycle stands) is saved per rank, so that a resumed
+// run synchronises on the same batches as an uninterrupted one.
 std::string Accelerator::save_state(const std::string& output_dir) {
-  CheckpointContext context{&checkpoints_, &project_, &state_, device(), {}};
+  CheckpointContext context{&checkpoints_, &project_, &state_, device(), {{"step", gradient_state_->step}}};
   return save_training_state(context, output_dir);
 }
 
 std::string Accelerator::load_state(const std::string& input_dir) {
-  CheckpointContext context{&checkpoints_, &project_, &state_, device(), {}};
-  return load_training_state(context, input_dir);
+  CheckpointContext context{&checkpoints_, &project_, &state_, device(), {{"step", gradient_state_->step}}};
+  auto directory = load_training_state(context, input_dir);
+  gradient_state_->step = context.counters[0].second;
+  return directory;
 }
 
 bool Accelerator::sync_gradients() const { return gradient_state_->sync_gradients; }
@@ -77,6 +130,12 @@ void Accelerator::prepare_model(torch::nn::Module& model) {
   prepared->module = &model;
   // Move first: changing device or dtype replaces grad accumulators, and with them DDP's hooks.
   if (options_.device_placement()) model.to(device());
+  if (use_autocast_ && !autocast_session_) {
+    // Forward cannot be hooked in C++: autocast is switched on for this thread from the first
+    // prepared model on (docs/runtime.md, "Mixed precision").
+    autocast_session_ = std::make_unique<AutocastGuard>(device().type(), autocast_dtype_, true);
+    gradient_state_->autocast_active = true;
+  }
   if (auto* group = state_.process_group()) {
     detail::check_models_agree(*group, model);
     detail::broadcast_model_state(*group, model);
@@ -95,7 +154,14 @@ void Accelerator::prepare_optimizer(torch::optim::Optimizer& optimizer,
   }
   if (prepared != nullptr) {
     prepared->attach_controller(detail::make_optimizer_controller(gradient_state_));
+  } else if (gradient_state_->num_steps > 1 || gradient_state_->scaler) {
+    throw ConfigError(std::string("acc: a plain libtorch optimizer was passed to prepare(), but ") +
+                      (gradient_state_->num_steps > 1 ? "gradient accumulation" : "fp16 loss scaling") +
+                      " needs acc's logic at step(). Declare it as acc::Optimizer<YourOptimizer> (same "
+                      "constructor arguments), e.g. acc::Optimizer<torch::optim::Adam> "
+                      "optimizer(model->parameters(), 1e-3);");
   }
+  optimizers_.push_back(&optimizer);
   prepared_objects_.push_back(identity);
   checkpoints_.add_optimizer(optimizer);
 }
@@ -105,17 +171,30 @@ void Accelerator::prepare_scheduler(const void* identity, PreparedSchedulerBase*
       prepared_objects_.end()) {
     return;
   }
+  const auto& gs = *gradient_state_;
+  const bool multi_steps = gs.step_scheduler_with_optimizer && gs.scheduler_steps_per_process &&
+                           !gs.split_batches && num_processes() > 1;
   if (prepared != nullptr) {
     prepared->attach_controller(detail::make_scheduler_controller(gradient_state_));
-  } else if (num_processes() > 1 && !options_.split_batches() &&
-             options_.step_scheduler_with_optimizer()) {
-    throw ConfigError(
-        "acc: a plain libtorch scheduler was passed to prepare(), but with " +
-        std::to_string(num_processes()) +
-        " processes each step covers num_processes batches and the scheduler must step that many "
-        "times (Accelerate's semantics). Declare it as acc::Scheduler<YourScheduler> (same "
-        "constructor arguments), e.g. acc::Scheduler<torch::optim::StepLR> scheduler(optimizer, "
-        "30, 0.1);");
+    // Accelerate's most reported surprise: say it once, with the way out.
+    if (multi_steps && !scheduler_note_printed_ && is_main_process()) {
+      scheduler_note_printed_ = true;
+      std::cerr << "acc: note: a prepared scheduler steps " << num_processes()
+                << " times per optimizer step (once per process, as Accelerate does, so that a "
+                   "schedule sized for the single-process data loader ends on time). For one step "
+                   "per optimizer step pass AcceleratorOptions().scheduler_steps_per_process(false)."
+                << std::endl;
+    }
+  } else if (multi_steps || gs.step_scheduler_with_optimizer && (gs.num_steps > 1 || gs.scaler)) {
+    const std::string reason =
+        multi_steps ? "with " + std::to_string(num_processes()) +
+                          " processes one optimizer step covers num_processes batches and the "
+                          "scheduler must step that many times (Accelerate's semantics)"
+                    : std::string("it must not step while gradients accumulate or after a skipped "
+                                  "fp16 step");
+    throw ConfigError("acc: a plain libtorch scheduler was passed to prepare(), but " + reason +
+                      ". Declare it as acc::Scheduler<YourScheduler> (same constructor arguments), "
+                      "e.g. acc::Scheduler<torch::optim::StepLR> scheduler(optimizer, 30, 0.1);");
   }
   prepared_objects_.push_back(identity);
 }
@@ -129,16 +208,28 @@ detail::Reducer* Accelerator::reducer_for(const torch::nn::Module& model) const 
 
 void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradient,
                            std::optional<bool> retain_graph, bool create_graph) {
-  loss.backward(gradient, retain_graph, create_graph);
+  auto scaled = loss;
+  if (gradient_state_->num_steps > 1) scaled = scaled / gradient_state_->num_steps;
+  if (gradient_state_->scaler) scaled = gradient_state_->scaler->scale(scaled);
+  {
+    // Backward runs in the dtypes forward chose; autocast must not re-cast inside it.
+    std::optional<AutocastGuard> no_autocast;
+    if (use_autocast_) no_autocast.emplace(device().type(), autocast_dtype_, false);
+    scaled.backward(gradient, retain_graph, create_graph);
+  }
+  // The cast cache holds low-precision copies of the weights the optimizer is about to change.
+  if (use_autocast_) at::autocast::clear_cache();
 }
 
 double Accelerator::clip_grad_norm_(const std::vector<torch::Tensor>& parameters, double max_norm,
                                     double norm_type) {
+  unscale_gradients();
   return torch::nn::utils::clip_grad_norm_(parameters, max_norm, norm_type);
 }
 
 void Accelerator::clip_grad_value_(const std::vector<torch::Tensor>& parameters,
                                    double clip_value) {
+  unscale_gradients();
   torch::nn::utils::clip_grad_value_(parameters, clip_value);
 }
 
@@ -153,6 +244,8 @@ void Accelerator::end_training() {
   trackers_->finish();
   state_.wait_for_everyone();
   models_.clear();  // reducers hold the process group
+  autocast_session_.reset();
+  gradient_state_->autocast_active = false;
   PartialState::destroy();
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // Umbrella header of libacc: distributed training for libtorch.
 #include <acc/accelerator.h>
+#include <acc/autocast.h>
 #include <acc/checkpoint_directory.h>
 #include <acc/checkpoint_model.h>
 #include <acc/checkpointing.h>
@@ -8,17 +9,19 @@
 #include <acc/data_loader.h>
 #include <acc/data_sharding.h>
 #include <acc/errors.h>
+#include <acc/grad_scaler.h>
 #include <acc/launch.h>
+#include <acc/lr_schedules.h>
 #include <acc/optimizer.h>
 #include <acc/options.h>
 #include <acc/process_control.h>
-#include <acc/project_configuration.h>
 #include <acc/progress_bar.h>
+#include <acc/project_configuration.h>
 #include <acc/safetensors.h>
 #include <acc/scheduler.h>
 #include <acc/state.h>
 #include <acc/tensor_tree.h>
+#include <acc/to_device.h>
 #include <acc/tracker.h>
 #include <acc/tracking.h>
-#include <acc/to_device.h>
 #include <acc/version.h>

@@ -16,6 +16,7 @@
 #include <type_traits>
 #include <vector>
 
+#include <acc/autocast.h>
 #include <acc/checkpointing.h>
 #include <acc/collectives.h>
 #include <acc/data_loader.h>
@@ -62,6 +63,16 @@ class NoSyncGuard {
  private:
   detail::Reducer* reducer_;
   bool previous_ = true;
+};
+
+/// RAII guard returned by Accelerator::accumulate: decides whether this batch synchronises
+/// gradients and steps the optimizer, and keeps the models in no_sync while it does not.
+class AccumulateGuard {
+ public:
+  explicit AccumulateGuard(std::vector<NoSyncGuard> no_sync) : no_sync_(std::move(no_sync)) {}
+
+ private:
+  std::vector<NoSyncGuard> no_sync_;
 };
 
 class Accelerator {
@@ -112,6 +123,23 @@ class Accelerator {
   double clip_grad_norm_(const std::vector<torch::Tensor>& parameters, double max_norm,
                          double norm_type = 2.0);
   void clip_grad_value_(const std::vector<torch::Tensor>& parameters, double clip_value);
+
+  /// Gradient accumulation (Accelerate's accumulate): wrap each batch's forward, backward and
+  /// optimizer step. Gradients are synchronised and the optimizer steps every
+  /// gradient_accumulation_steps batches and at the end of a prepared data loader; in between,
+  /// the models do not communicate and acc::Optimizer::step/zero_grad do nothing.
+  template <typename... Models>
+  [[nodiscard]] AccumulateGuard accumulate(Models&... models) {
+    std::vector<NoSyncGuard> no_sync;
+    if (!begin_accumulation_step()) {
+      (no_sync.emplace_back(reducer_for(module_of(models))), ...);
+    }
+    return AccumulateGuard(std::move(no_sync));
+  }
+
+  /// Autocast for code outside the prepared model's forward (`enabled = false`: run a block in
+  /// full precision). With mixed_precision "no" the guard changes nothing when enabled.
+  [[nodiscard]] AutocastGuard autocast(bool enabled = true) const;
 
   /// Inside the returned guard, backward passes through `model` do not synchronise gradients.
   template <typename Model>
@@ -215,26 +243,6 @@ class Accelerator {
   void set_trigger() { trigger_ = true; }
   /// True on every rank if any rank called set_trigger() since the last check; resets it.
   bool check_trigger();
-  // --- experiment tracking and progress (tracking.h, progress_bar.h, docs/tracking.md) ----
-  /// Starts the trackers of log_with under {logging_dir}/{project_name} (main process only) and
-  /// stores `config`, the run's hyperparameters, in them. Call it once on every process.
-  void init_trackers(const std::string& project_name, const TrackerValues& config = {});
-  /// Logs `values` (numbers; strings become text) at `step` to every tracker on the main
-  /// process; the other processes do nothing.
-  void log(const TrackerValues& values, std::optional<int64_t> step = std::nullopt);
-  /// The tracker named `name` ("tensorboard", "jsonl", "csv" or a user tracker's name()); where
-  /// it does not run (not the main process), a tracker that ignores every call.
-  GeneralTracker& get_tracker(const std::string& name);
-  /// ProjectConfiguration's logging_dir, or its project_dir when logging_dir is empty.
-  std::string logging_dir() const;
-  /// A progress bar drawn only on the local main process (disabled, costing nothing, elsewhere).
-  ProgressBar progress_bar(int64_t total, std::string description = {}) const;
-  ProgressBar progress_bar(ProgressBarOptions options) const;
-
-  /// Finishes the trackers (flushing their files), waits for every rank, then leaves the
-  /// process group.
-  void end_training();
-
   // --- checkpointing (checkpointing.h, checkpoint_model.h, docs/checkpointing.md) ---------
   /// The main process writes the model's weights (acc::save_model: safetensors, sharded above
   /// max_shard_size, Hub layout); the others wait. Every rank must call it.
@@ -271,6 +279,26 @@ class Accelerator {
   int64_t save_iteration() const { return project_.iteration(); }
   /// What save_state covers; prepared data loaders add their position here.
   CheckpointRegistry& checkpoint_registry() { return checkpoints_; }
+
+  // --- experiment tracking and progress (tracking.h, progress_bar.h, docs/tracking.md) ----
+  /// Starts the trackers of log_with under {logging_dir}/{project_name} (main process only) and
+  /// stores `config`, the run's hyperparameters, in them. Call it once on every process.
+  void init_trackers(const std::string& project_name, const TrackerValues& config = {});
+  /// Logs `values` (numbers; strings become text) at `step` to every tracker on the main
+  /// process; the other processes do nothing.
+  void log(const TrackerValues& values, std::optional<int64_t> step = std::nullopt);
+  /// The tracker named `name` ("tensorboard", "jsonl", "csv" or a user tracker's name()); where
+  /// it does not run (not the main process), a tracker that ignores every call.
+  GeneralTracker& get_tracker(const std::string& name);
+  /// ProjectConfiguration's logging_dir, or its project_dir when logging_dir is empty.
+  std::string logging_dir() const;
+  /// A progress bar drawn only on the local main process (disabled, costing nothing, elsewhere).
+  ProgressBar progress_bar(int64_t total, std::string description = {}) const;
+  ProgressBar progress_bar(ProgressBarOptions options) const;
+
+  /// Finishes the trackers (flushing their files), waits for every rank, then leaves the
+  /// process group.
+  void end_training();
 
  private:
   template <typename T>
@@ -316,6 +344,10 @@ class Accelerator {
   int64_t samples_to_keep_for_metrics() const;  // -1: keep all
 
   void prepare_model(torch::nn::Module& model);
+  void configure_mixed_precision();
+  /// Accelerate's _do_sync: advances the accumulation count; true when this batch syncs.
+  bool begin_accumulation_step();
+  void unscale_gradients();
   void prepare_optimizer(torch::optim::Optimizer& optimizer, PreparedOptimizerBase* prepared);
   void prepare_scheduler(const void* identity, PreparedSchedulerBase* prepared);
   detail::Reducer* reducer_for(const torch::nn::Module& model) const;
@@ -328,9 +360,15 @@ class Accelerator {
   std::vector<std::unique_ptr<PreparedModel>> models_;
   std::vector<const void*> prepared_objects_;
   bool trigger_ = false;
+  std::unique_ptr<detail::TrackerSet> trackers_;  // log_with; see tracking_set.h
   ProjectConfiguration project_ = options_.project_config();
   CheckpointRegistry checkpoints_;
-  std::unique_ptr<detail::TrackerSet> trackers_;  // log_with; see tracking_set.h
+  std::vector<torch::optim::Optimizer*> optimizers_;  // prepared, for unscaling before clipping
+  /// Mixed precision: autocast on the thread that prepared the first model, until end_training.
+  bool use_autocast_ = false;
+  bool scheduler_note_printed_ = false;
+  c10::ScalarType autocast_dtype_ = c10::kFloat;
+  std::unique_ptr<AutocastGuard> autocast_session_;
 };
 
 }  // namespace acc

@@ -10,8 +10,8 @@
 #include <string>
 
 #include <acc/launch.h>
-#include <acc/project_configuration.h>
 #include <acc/tracker.h>
+#include <acc/project_configuration.h>
 
 namespace acc {
 
@@ -38,6 +38,26 @@ struct DistributedDataParallelKwargs {
   TORCH_ARG(bool, gradient_as_bucket_view) = false;
 };
 
+/// Accelerate's GradScalerKwargs (torch.amp.GradScaler's defaults), used for fp16 on CUDA.
+struct GradScalerKwargs {
+  TORCH_ARG(double, init_scale) = 65536.0;
+  TORCH_ARG(double, growth_factor) = 2.0;
+  TORCH_ARG(double, backoff_factor) = 0.5;
+  TORCH_ARG(int64_t, growth_interval) = 2000;
+  TORCH_ARG(bool, enabled) = true;
+};
+
+/// Accelerate's GradientAccumulationPlugin (the step count itself is
+/// AcceleratorOptions::gradient_accumulation_steps).
+struct GradientAccumulationPlugin {
+  /// Step the optimizer (and sync) at the end of the data loader even mid-cycle, and restart the
+  /// count there.
+  TORCH_ARG(bool, sync_with_dataloader) = true;
+  /// All-reduce gradients on every batch even while accumulating (less memory traffic on some
+  /// setups, more communication).
+  TORCH_ARG(bool, sync_each_batch) = false;
+};
+
 struct AcceleratorOptions {
   /// Force CPU even when CUDA is available (env ACCELERATE_USE_CPU).
   TORCH_ARG(std::optional<bool>, cpu);
@@ -53,7 +73,12 @@ struct AcceleratorOptions {
   TORCH_ARG(bool, even_batches) = true;
   /// A prepared scheduler steps once per optimizer step (times num_processes unless split_batches).
   TORCH_ARG(bool, step_scheduler_with_optimizer) = true;
+  /// A prepared scheduler steps num_processes times per optimizer step (Accelerate's behaviour,
+  /// unless split_batches); false: once per optimizer step, for schedules sized in optimizer steps.
+  TORCH_ARG(bool, scheduler_steps_per_process) = true;
   TORCH_ARG(DistributedDataParallelKwargs, ddp) = {};
+  TORCH_ARG(GradScalerKwargs, grad_scaler) = {};
+  TORCH_ARG(GradientAccumulationPlugin, gradient_accumulation_plugin) = {};
   /// Where save_state writes and how checkpoints are named (Accelerate's project_config).
   TORCH_ARG(ProjectConfiguration, project_config) = {};
   /// Deadline of every collective and of the rendezvous; default 1800 s (Gloo) / 600 s (NCCL).
