@@ -1,10 +1,14 @@
 // acc-selftest: the program `acc-test` launches on every rank (Accelerate's `accelerate test`
 // script for acc). Each check prints one line; the first failing check names itself on every rank
 // that saw it and the program exits 1. Runs the same on one process.
+#include <torch/data/datasets/base.h>
+#include <torch/data/samplers/random.h>
+#include <torch/data/samplers/sequential.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -125,6 +129,63 @@ void check_training_equivalence(acc::Accelerator& accelerator) {
   }
 }
 
+// A dataset whose samples are their own indices.
+class Indices : public torch::data::datasets::Dataset<Indices, int64_t> {
+ public:
+  explicit Indices(int64_t size) : size_(size) {}
+  int64_t get(size_t index) override { return static_cast<int64_t>(index); }
+  std::optional<size_t> size() const override { return size_; }
+
+ private:
+  int64_t size_;
+};
+
+// Accelerate's loader check: gathered over ranks, the prepared loader's batches are the data set,
+// every sample once (shuffled or not, split or not).
+template <typename Sampler>
+void check_sharding(acc::Accelerator& accelerator, bool split_batches, const std::string& what) {
+  const int64_t n = 32 * accelerator.num_processes();
+  acc::Accelerator sharding(acc::AcceleratorOptions().split_batches(split_batches));
+  const size_t batch = split_batches ? 4 * accelerator.num_processes() : 4;
+  auto loader = sharding.template prepare_data_loader<Sampler>(Indices(n), batch);
+  std::vector<torch::Tensor> seen;
+  for (auto& samples : *loader) {
+    seen.push_back(accelerator.gather(torch::tensor(samples, torch::kLong)));
+  }
+  auto all = torch::cat(seen);
+  require(torch::equal(std::get<0>(all.sort()), torch::arange(n)),
+          what + ": the ranks' batches together must be arange(" + std::to_string(n) + ")");
+}
+
+void check_data_loader(acc::Accelerator& accelerator) {
+  check_sharding<torch::data::samplers::SequentialSampler>(accelerator, false, "unshuffled loader");
+  check_sharding<torch::data::samplers::RandomSampler>(accelerator, false, "shuffled loader");
+  check_sharding<torch::data::samplers::SequentialSampler>(accelerator, true, "split batches");
+}
+
+// A short bf16 run (autocast on the training thread): it trains, in bf16, with fp32 weights.
+void check_bf16(acc::Accelerator& accelerator) {
+  acc::Accelerator bf16(acc::AcceleratorOptions().mixed_precision(acc::MixedPrecision::BF16));
+  torch::manual_seed(0);
+  auto model = torch::nn::Linear(8, 1);
+  acc::Optimizer<torch::optim::SGD> optimizer(model->parameters(), 0.1);
+  bf16.prepare(model, optimizer);
+  auto x = torch::randn({32, 8}).to(accelerator.device());
+  auto y = x.sum(1, true);
+  double first = 0, last = 0;
+  for (int step = 0; step < 30; ++step) {
+    optimizer.zero_grad();
+    auto out = model->forward(x);
+    require(out.scalar_type() == torch::kBFloat16, "bf16: forward must run in bfloat16");
+    auto loss = torch::mse_loss(out, y);
+    bf16.backward(loss);
+    optimizer.step();
+    (step == 0 ? first : last) = loss.item<double>();
+  }
+  require(std::isfinite(last) && last < first, "bf16: the loss must go down");
+  require(model->weight.scalar_type() == torch::kFloat, "bf16: weights must stay float32");
+}
+
 void check_trigger(acc::Accelerator& accelerator) {
   if (accelerator.is_last_process()) accelerator.set_trigger();
   require(accelerator.check_trigger(), "check_trigger must see the last process's trigger");
@@ -144,8 +205,10 @@ int main() {
         {"split_between_processes", check_split_between_processes},
         {"RNG synchronisation", check_rng_sync},
         {"collectives", check_collectives},
+        {"data loader sharding", check_data_loader},
         {"training equivalence (DDP vs one process)", check_training_equivalence},
         {"trigger", check_trigger},
+        {"bf16 training", check_bf16},
     };
     for (const auto& [name, check] : checks) {
       try {
