@@ -3,7 +3,8 @@
 // The prepared data loader gives each process its share of every global batch (split_batches),
 // shuffled alike on all ranks; gradients are averaged in buckets during backward, so every rank
 // holds the same model after each step. A held-out set is then evaluated across processes with
-// gather_for_metrics, which counts every sample exactly once.
+// gather_for_metrics, which counts every sample exactly once. The main process writes TensorBoard
+// logs to runs/acc_demo (open them with `tensorboard --logdir runs`) and draws a progress bar.
 #include <torch/data/datasets/base.h>
 #include <torch/data/example.h>
 #include <torch/nn/functional/loss.h>
@@ -37,7 +38,11 @@ int main(int argc, char** argv) {
   const int epochs = argc > 1 ? std::atoi(argv[1]) : 4;
   const int64_t dataset_size = 16384, eval_size = 1000, global_batch = 256, features = 32;
 
-  acc::Accelerator accelerator(acc::AcceleratorOptions().split_batches(true));
+  acc::Accelerator accelerator(acc::AcceleratorOptions()
+                                   .split_batches(true)
+                                   .log_with("tensorboard")
+                                   .project_config(acc::ProjectConfiguration().project_dir("runs")));
+  accelerator.init_trackers("acc_demo", {{"lr", 1e-3}, {"global_batch", global_batch}, {"epochs", epochs}});
   accelerator.print("acc demo: ", accelerator.num_processes(), " process(es), ",
                     acc::to_string(accelerator.distributed_type()), " on ", accelerator.device());
 
@@ -68,6 +73,8 @@ int main(int argc, char** argv) {
   for (int epoch = 0; epoch < epochs; ++epoch) {
     torch::Tensor epoch_loss = torch::zeros({});
     int64_t steps = 0;
+    auto bar = accelerator.progress_bar(static_cast<int64_t>(train_loader->size()),
+                                        "epoch " + std::to_string(epoch + 1));
     for (auto& batch : *train_loader) {
       const auto& x = batch.data;
       const auto& y = batch.target;
@@ -78,13 +85,16 @@ int main(int argc, char** argv) {
       epoch_loss += loss.detach();
       ++steps;
       samples += global_batch;
+      bar.update();
     }
+    bar.close();
     auto mean_loss = accelerator.reduce(epoch_loss / steps, "mean").item<double>();
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     accelerator.print("epoch ", epoch + 1, "/", epochs, "  loss ", std::fixed,
                       std::setprecision(5), mean_loss, "  ", std::setprecision(0),
                       samples / seconds, " samples/s");
+    accelerator.log({{"loss", mean_loss}, {"samples_per_s", samples / seconds}}, epoch + 1);
   }
 
   // Distributed evaluation: each rank scores its share; gather_for_metrics drops the samples

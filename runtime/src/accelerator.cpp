@@ -185,7 +185,7 @@ void Accelerator::prepare_scheduler(const void* identity, PreparedSchedulerBase*
                    "per optimizer step pass AcceleratorOptions().scheduler_steps_per_process(false)."
                 << std::endl;
     }
-  } else if (multi_steps || gs.step_scheduler_with_optimizer && (gs.num_steps > 1 || gs.scaler)) {
+  } else if (multi_steps || (gs.step_scheduler_with_optimizer && (gs.num_steps > 1 || gs.scaler))) {
     const std::string reason =
         multi_steps ? "with " + std::to_string(num_processes()) +
                           " processes one optimizer step covers num_processes batches and the "
