@@ -185,3 +185,24 @@ TEST(CheckpointDirectory, UncommittedWritesLeaveNothingAndCommitReplaces) {
   EXPECT_EQ(text, "second");
   EXPECT_EQ(files_in(dir.path()), (std::vector<std::string>{"c"}));
 }
+
+TEST(SaveState, RestoresWhereTheAccumulationCycleStands) {
+  ScratchDir dir;
+  acc::Accelerator accelerator(single_process().gradient_accumulation_steps(4));
+  Training run;
+  accelerator.prepare(run.model, run.optimizer);
+  auto syncs = [&](int batches) {
+    std::vector<bool> out;
+    for (int i = 0; i < batches; ++i) {
+      auto guard = accelerator.accumulate(run.model);
+      out.push_back(accelerator.sync_gradients());
+    }
+    return out;
+  };
+  syncs(2);
+  accelerator.save_state(dir / "mid_cycle");
+  const auto expected = syncs(3);  // batches 3, 4 (sync), 5
+  EXPECT_EQ(expected, (std::vector<bool>{false, true, false}));
+  accelerator.load_state(dir / "mid_cycle");
+  EXPECT_EQ(syncs(3), expected);
+}
