@@ -13,6 +13,24 @@ namespace path = llvm::sys::path;
 namespace accmigrate {
 namespace {
 
+// A build's precompiled header (CMake's `-include .../cmake_pch.hxx` next to a GCC .gch) is the
+// compiler's cache, not part of the program: clang cannot read GCC's PCH, and the header only
+// repeats includes the sources have. Dropping it keeps such projects parseable.
+std::vector<std::string> withoutBuildPch(const std::vector<std::string> &args) {
+  std::vector<std::string> kept;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const bool pchInclude = args[i] == "-include" && i + 1 < args.size() &&
+                            llvm::StringRef(args[i + 1]).contains("cmake_pch.hxx");
+    if (pchInclude) {
+      ++i;
+      continue;
+    }
+    if (args[i] == "-Winvalid-pch") continue;
+    kept.push_back(args[i]);
+  }
+  return kept;
+}
+
 // Commands from the project's database; files it does not list (programs outside the build, headers)
 // get the inferred command instead of a guess from an unrelated file.
 class FallbackDatabase : public CompilationDatabase {
@@ -22,7 +40,9 @@ class FallbackDatabase : public CompilationDatabase {
   std::vector<CompileCommand> getCompileCommands(llvm::StringRef file) const override {
     std::vector<CompileCommand> commands;
     if (primary_) commands = primary_->getCompileCommands(file);
-    return commands.empty() ? fallback_->getCompileCommands(file) : commands;
+    if (commands.empty()) return fallback_->getCompileCommands(file);
+    for (auto &command : commands) command.CommandLine = withoutBuildPch(command.CommandLine);
+    return commands;
   }
   std::vector<std::string> getAllFiles() const override { return primary_ ? primary_->getAllFiles() : std::vector<std::string>{}; }
 
