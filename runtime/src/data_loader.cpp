@@ -57,6 +57,8 @@ namespace acc {
 detail::LoaderContext Accelerator::loader_context() const {
   detail::LoaderContext context;
   if (options_.device_placement()) context.device = device();
+  // Host-to-GPU copies of batches overlap compute: pinned staging, non-blocking copy.
+  context.non_blocking = device().is_cuda();
   context.gradient_state = gradient_state_;
   context.shard.num_processes = num_processes();
   context.shard.process_index = process_index();

@@ -33,6 +33,11 @@ inline at::Tensor to_device(const at::Tensor& tensor, const c10::Device& device,
                             bool non_blocking = false) {
   // Checked first: a no-op .to() still costs a dispatcher round trip per tensor and batch.
   if (!tensor.defined() || tensor.device() == device) return tensor;
+  // A non-blocking copy from pageable memory is synchronous; stage it in pinned memory (the host
+  // allocator keeps the staging buffer alive until the copy has finished).
+  if (non_blocking && device.is_cuda() && tensor.is_cpu() && !tensor.is_pinned()) {
+    return tensor.pin_memory().to(device, non_blocking);
+  }
   return tensor.to(device, non_blocking);
 }
 /// Example<Tensor, NoTarget> (torch::data::TensorExample) has no target member.
