@@ -14,7 +14,11 @@
 
 #include <acc/acc.h>
 
+#include "timing.h"
+
 namespace {
+using acc::bench::median;
+using acc::bench::time_ms;
 torch::nn::Sequential make_mlp() {
   torch::nn::Sequential model;
   for (int i = 0; i < 8; ++i) {
@@ -24,17 +28,7 @@ torch::nn::Sequential make_mlp() {
   return model;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
-template <typename F>
-double time_ms(F&& f) {
-  auto start = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-}
 }  // namespace
 
 int main(int argc, char** argv) {

@@ -22,10 +22,14 @@
 
 #include <acc/acc.h>
 
+#include "timing.h"
+
 #include "process_group.h"
 #include "spawn.h"
 
 namespace {
+using acc::bench::median;
+using acc::bench::time_ms;
 
 constexpr int kLayers = 16;
 constexpr int kWidth = 256;
@@ -40,10 +44,6 @@ torch::nn::Sequential make_mlp() {
   return model;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 int run_rank(int steps) {
   acc::Accelerator accelerator;

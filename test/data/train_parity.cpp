@@ -22,28 +22,15 @@
 
 #include <acc/acc.h>
 
+#include "regression_data.h"
+
 namespace {
+using acc::testing::read_floats;
+using acc::testing::Regression;
 
 constexpr int64_t kFeatures = 4, kHidden = 16, kSamples = 48, kEpochs = 3;
 
-torch::Tensor read_floats(const std::string& path, int64_t count) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<float> values(count);
-  in.read(reinterpret_cast<char*>(values.data()), count * sizeof(float));
-  if (!in) throw std::runtime_error("cannot read " + std::to_string(count) + " floats from " + path);
-  return torch::from_blob(values.data(), {count}, torch::kFloat).clone();
-}
 
-// Per-sample examples: data = x row, target = y row.
-class Regression : public torch::data::datasets::Dataset<Regression> {
- public:
-  Regression(torch::Tensor x, torch::Tensor y) : x_(std::move(x)), y_(std::move(y)) {}
-  torch::data::Example<> get(size_t i) override { return {x_[i], y_[i]}; }
-  std::optional<size_t> size() const override { return x_.size(0); }
-
- private:
-  torch::Tensor x_, y_;
-};
 
 }  // namespace
 
