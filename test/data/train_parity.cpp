@@ -47,14 +47,7 @@ int main(int argc, char** argv) {
                               torch::nn::Linear(kHidden, 1));
   const int64_t parameter_count = kHidden * kFeatures + kHidden + kHidden + 1;
   auto flat = read_floats(dir + "/init.bin", parameter_count);
-  {
-    torch::NoGradGuard no_grad;
-    int64_t offset = 0;
-    for (auto& p : model->parameters()) {
-      p.copy_(flat.narrow(0, offset, p.numel()).view(p.sizes()));
-      offset += p.numel();
-    }
-  }
+  acc::testing::load_flat_parameters(model->parameters(), flat);
   auto data = read_floats(dir + "/data.bin", kSamples * (kFeatures + 1));
   auto x = data.narrow(0, 0, kSamples * kFeatures).view({kSamples, kFeatures});
   auto y = data.narrow(0, kSamples * kFeatures, kSamples).view({kSamples, 1});

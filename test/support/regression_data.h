@@ -3,6 +3,7 @@
 // (x row, y row) examples over them.
 #include <torch/data/datasets/base.h>
 #include <torch/data/example.h>
+#include <torch/types.h>
 
 #include <fstream>
 #include <stdexcept>
@@ -18,6 +19,16 @@ inline torch::Tensor read_floats(const std::string& path, int64_t count) {
   in.read(reinterpret_cast<char*>(values.data()), count * sizeof(float));
   if (!in) throw std::runtime_error("cannot read " + std::to_string(count) + " floats from " + path);
   return torch::from_blob(values.data(), {count}, torch::kFloat).clone();
+}
+
+/// Copies the script's flat initial weights (parameters in registration order) into `parameters`.
+inline void load_flat_parameters(const std::vector<torch::Tensor>& parameters, const torch::Tensor& flat) {
+  torch::NoGradGuard no_grad;
+  int64_t offset = 0;
+  for (const auto& p : parameters) {
+    p.copy_(flat.narrow(0, offset, p.numel()).view(p.sizes()));
+    offset += p.numel();
+  }
 }
 
 /// Per-sample examples: data = x[i], target = y[i].
