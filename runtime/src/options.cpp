@@ -91,6 +91,15 @@ ResolvedOptions resolve_options(const AcceleratorOptions& options) {
     out.gradient_accumulation_steps = steps;
   }
 
+  // Checked here, not when DDP starts, so that a one-process run reports it too.
+  for (auto [name, value] : {std::pair{"bucket_cap_mb", options.ddp().bucket_cap_mb()},
+                             std::pair{"first_bucket_cap_mb", options.ddp().first_bucket_cap_mb()}}) {
+    if (!(value > 0)) {
+      throw ConfigError(std::string("acc: DistributedDataParallelKwargs ") + name + "(" +
+                        std::to_string(value) + ") must be a positive number of MiB");
+    }
+  }
+
   if (auto v = env("ACCELERATE_USE_FSDP")) out.use_fsdp = parse_env_bool("ACCELERATE_USE_FSDP", *v);
   if (auto v = env("ACCELERATE_TORCH_DEVICE"); v && !v->empty()) out.torch_device = *v;
   return out;

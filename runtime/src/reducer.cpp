@@ -13,14 +13,13 @@
 
 #include <acc/errors.h>
 
+#include "bucket_plan.h"
 #include "process_group.h"
 
 namespace acc::detail {
 
 namespace {
-// torch DDP's first bucket holds the last layers, whose gradients are ready first: a small cap
-// there starts communication early in backward.
-constexpr double kFirstBucketCapMb = 1.0;
+size_t mib_to_bytes(double mib) { return static_cast<size_t>(mib * 1024 * 1024); }
 }  // namespace
 
 class Reducer::ReadyHook : public torch::autograd::FunctionPostHook {
@@ -45,11 +44,7 @@ Reducer::Reducer(std::vector<NamedTensor> parameters, std::vector<at::Tensor> bu
       options_(options),
       ready_(params_.size(), false),
       used_(params_.size(), false) {
-  if (options_.bucket_cap_mb() <= 0) {
-    throw ConfigError("acc: DistributedDataParallelKwargs bucket_cap_mb(" +
-                      std::to_string(options_.bucket_cap_mb()) + ") must be positive");
-  }
-  build_buckets(options_.bucket_cap_mb());
+  build_buckets();  // bucket sizes were checked by resolve_options
   // The variable holds its grad accumulator weakly; keeping it here keeps the hooks alive.
   for (size_t i = 0; i < params_.size(); ++i) {
     auto accumulator = torch::autograd::impl::grad_accumulator(params_[i].tensor);
@@ -62,30 +57,14 @@ Reducer::~Reducer() {
   for (size_t i = 0; i < accumulators_.size(); ++i) accumulators_[i]->del_post_hook(hook_keys_[i]);
 }
 
-void Reducer::build_buckets(double cap_mb) {
-  // Reverse registration order approximates the order gradients become ready in backward.
-  // Gradients of different dtypes or devices never share a bucket.
-  struct Open {
-    std::vector<size_t> members;
-    size_t bytes = 0;
-  };
-  std::map<std::pair<int, std::string>, Open> open;
-  std::vector<std::vector<size_t>> layout;
-  bool first = true;
-  auto cap_bytes = [&] { return static_cast<size_t>((first ? kFirstBucketCapMb : cap_mb) * 1024 * 1024); };
-  for (size_t k = params_.size(); k-- > 0;) {
-    const auto& p = params_[k].tensor;
-    auto key = std::make_pair(static_cast<int>(p.scalar_type()), p.device().str());
-    auto& bucket = open[key];
-    bucket.members.push_back(k);
-    bucket.bytes += p.numel() * p.element_size();
-    if (bucket.bytes >= cap_bytes()) {
-      layout.push_back(std::move(bucket.members));
-      open.erase(key);
-      first = false;
-    }
+void Reducer::build_buckets() {
+  std::vector<BucketInput> inputs;
+  for (const auto& p : params_) {
+    inputs.push_back({std::string(c10::toString(p.tensor.scalar_type())) + "@" + p.tensor.device().str(),
+                      static_cast<size_t>(p.tensor.numel() * p.tensor.element_size())});
   }
-  for (auto& [key, bucket] : open) layout.push_back(std::move(bucket.members));
+  auto layout = plan_buckets(inputs, mib_to_bytes(options_.bucket_cap_mb()),
+                             mib_to_bytes(options_.first_bucket_cap_mb()));
 
   bucket_of_.assign(params_.size(), 0);
   slot_of_.assign(params_.size(), 0);

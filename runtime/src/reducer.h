@@ -51,7 +51,7 @@ class Reducer {
   };
   class ReadyHook;
 
-  void build_buckets(double cap_mb);
+  void build_buckets();
   at::Tensor slot(size_t param) const;
   void on_gradient_ready(size_t param);
   void mark_ready(size_t param);

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <acc/errors.h>
 #include <acc/options.h>
 
@@ -24,6 +26,7 @@ TEST(Options, DefaultsAreAccelerates) {
   EXPECT_TRUE(options.step_scheduler_with_optimizer());
   EXPECT_TRUE(options.ddp().broadcast_buffers());
   EXPECT_EQ(options.ddp().bucket_cap_mb(), 25.0);
+  EXPECT_EQ(options.ddp().first_bucket_cap_mb(), 1.0);
   EXPECT_FALSE(options.ddp().find_unused_parameters());
 }
 
@@ -82,6 +85,19 @@ TEST(Options, BadValuesNameTheVariableAndTheFix) {
   EXPECT_NE(error_of({{"ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "2x"}}).find("'2x'"),
             std::string::npos);
   EXPECT_THROW(resolve_options(AcceleratorOptions().gradient_accumulation_steps(0)),
+               acc::ConfigError);
+}
+
+TEST(Options, BucketSizesMustBePositive) {
+  for (double bad : {0.0, -1.0, std::nan("")}) {
+    try {
+      resolve_options(AcceleratorOptions().ddp(acc::DistributedDataParallelKwargs().first_bucket_cap_mb(bad)));
+      ADD_FAILURE() << "first_bucket_cap_mb(" << bad << ") was accepted";
+    } catch (const acc::ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("first_bucket_cap_mb("), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(resolve_options(AcceleratorOptions().ddp(acc::DistributedDataParallelKwargs().bucket_cap_mb(0))),
                acc::ConfigError);
 }
 
