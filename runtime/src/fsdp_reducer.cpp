@@ -101,16 +101,52 @@ void ShardedReducer::on_gradient_ready(size_t param) {
   if (--state_[unit_of_[param]].pending == 0) launch_ready_units();
 }
 
+void ShardedReducer::acquire_buffer(size_t u) {
+  const auto& unit = units_[u];
+  auto& state = state_[u];
+  const int64_t numel = unit.flat.numel();
+  auto best = free_buffers_.end();
+  for (auto it = free_buffers_.begin(); it != free_buffers_.end(); ++it) {
+    if (it->numel() >= numel && it->options().type_equal(unit.flat.options()) &&
+        it->device() == unit.flat.device() && (best == free_buffers_.end() || it->numel() < best->numel())) {
+      best = it;
+    }
+  }
+  if (best != free_buffers_.end()) {
+    state.buffer = std::move(*best);
+    free_buffers_.erase(best);
+  } else {
+    state.buffer = at::empty({numel}, unit.flat.options());
+  }
+  state.full_grad = state.buffer.narrow(0, 0, numel);
+  // The padding contributes nothing.
+  const size_t last = unit.members.size() - 1;
+  const int64_t used = unit.offsets[last] + params_[unit.members[last]].tensor.numel();
+  state.full_grad.narrow(0, used, numel - used).zero_();
+}
+
+void ShardedReducer::release_buffer(size_t u) {
+  auto& state = state_[u];
+  state.full_grad.reset();
+  if (state.buffer.defined()) free_buffers_.push_back(std::move(state.buffer));
+  state.buffer.reset();
+}
+
 void ShardedReducer::store_gradient(size_t param, const at::Tensor& grad) {
   c10::NoGradGuard no_grad;
   const auto& unit = units_[unit_of_[param]];
   auto& state = state_[unit_of_[param]];
-  // Zeros: the padding and any member without a gradient contribute nothing.
-  if (!state.full_grad.defined()) state.full_grad = at::zeros({unit.flat.numel()}, unit.flat.options());
+  if (!state.full_grad.defined()) acquire_buffer(unit_of_[param]);
   ready_[param] = true;
-  if (!grad.defined()) return;
-  const auto numel = params_[param].tensor.numel();
-  state.full_grad.narrow(0, unit.offsets[slot_of_[param]], numel).view(grad.sizes()).copy_(grad);
+  auto slot = state.full_grad.narrow(0, unit.offsets[slot_of_[param]], params_[param].tensor.numel());
+  if (!grad.defined()) {
+    slot.zero_();  // a member without a gradient contributes nothing
+    return;
+  }
+  // Sum of (g / world) over every rank = the mean; under HYBRID_SHARD_ZERO2 the sum is finished
+  // by the all-reduce across machines. Divided here, while the gradient is in cache.
+  slot.view(grad.sizes()).copy_(grad);
+  slot.div_(world_size_);
 }
 
 void ShardedReducer::launch_ready_units() {
@@ -118,10 +154,15 @@ void ShardedReducer::launch_ready_units() {
   // collectives, whatever order its hooks fire in.
   while (next_to_launch_ < units_.size() && state_[next_to_launch_].pending == 0) {
     auto& state = state_[next_to_launch_];
-    // Sum of (g / world) over every rank = the mean; under HYBRID_SHARD_ZERO2 the sum is finished
-    // by the all-reduce across machines.
-    state.full_grad.div_(world_size_);
-    state.reduced = at::empty({units_[next_to_launch_].shard_numel}, state.full_grad.options());
+    // The optimizer's zero_grad() (set_to_none) drops the pieces' .grad: then this backward's
+    // gradient replaces the shard; otherwise it adds to it, as backward adds to .grad.
+    state.accumulate = false;
+    for (size_t i : units_[next_to_launch_].members) {
+      state.accumulate = state.accumulate || (pieces_[i].defined() && pieces_[i].grad().defined());
+    }
+    state.reduced = state.accumulate
+                        ? at::empty({units_[next_to_launch_].shard_numel}, state.full_grad.options())
+                        : state.grad_shard;
     c10d::ReduceScatterOptions options;
     options.reduceOp = c10d::ReduceOp::SUM;
     options.timeout = shard_group_.timeout_for(state.full_grad);
@@ -136,7 +177,7 @@ void ShardedReducer::launch_ready_units() {
 void ShardedReducer::release_sent_gradients() {
   for (size_t u = 0; u < next_to_launch_; ++u) {
     auto& state = state_[u];
-    if (state.full_grad.defined() && state.work && state.work->isCompleted()) state.full_grad.reset();
+    if (state.full_grad.defined() && state.work && state.work->isCompleted()) release_buffer(u);
   }
 }
 
@@ -152,7 +193,7 @@ void ShardedReducer::wait_all(bool rethrow) {
     } catch (...) {
       if (rethrow) throw;
     }
-    state.full_grad.reset();
+    release_buffer(u);
   }
 }
 
@@ -200,15 +241,7 @@ void ShardedReducer::write_shards() {
   for (size_t u = 0; u < units_.size(); ++u) {
     const auto& unit = units_[u];
     auto& state = state_[u];
-    // The optimizer's zero_grad() (set_to_none) drops the pieces' .grad: then this backward's
-    // gradient replaces the shard; otherwise it adds to it, as backward adds to .grad.
-    bool accumulate = false;
-    for (size_t i : unit.members) accumulate = accumulate || (pieces_[i].defined() && pieces_[i].grad().defined());
-    if (accumulate) {
-      state.grad_shard.add_(state.reduced);
-    } else {
-      state.grad_shard.copy_(state.reduced);
-    }
+    if (state.accumulate) state.grad_shard.add_(state.reduced);
     state.reduced.reset();
     for (size_t j = 0; j < unit.members.size(); ++j) {
       const size_t i = unit.members[j];
@@ -228,7 +261,7 @@ void ShardedReducer::reset() {
   std::fill(ready_.begin(), ready_.end(), false);
   for (size_t u = 0; u < units_.size(); ++u) {
     state_[u].pending = units_[u].members.size();
-    state_[u].full_grad.reset();
+    release_buffer(u);
     state_[u].reduced.reset();
   }
   next_to_launch_ = 0;

@@ -50,8 +50,10 @@ class ShardedReducer : public GradientSync {
  private:
   struct Unit {
     size_t pending = 0;      // members whose gradient is not in `full_grad` yet this backward
+    at::Tensor buffer;       // from the pool: full_grad's storage
     at::Tensor full_grad;    // the members' gradients until the reduce-scatter has read them
-    at::Tensor reduced;      // this rank's averaged shard, until written to grad_shard
+    bool accumulate = false; // add to grad_shard (the optimizer did not drop it) instead of replacing it
+    at::Tensor reduced;      // this rank's averaged shard: grad_shard itself unless accumulating
     at::Tensor grad_shard;   // what the optimizer's pieces' .grad are views of
     c10::intrusive_ptr<c10d::Work> work;
   };
@@ -59,6 +61,8 @@ class ShardedReducer : public GradientSync {
 
   void on_gradient_ready(size_t param);
   void store_gradient(size_t param, const at::Tensor& grad);
+  void acquire_buffer(size_t unit);
+  void release_buffer(size_t unit);
   void launch_ready_units();
   void release_sent_gradients();
   void finish_backward();
@@ -74,6 +78,10 @@ class ShardedReducer : public GradientSync {
   std::vector<Unit> state_;
   std::vector<size_t> unit_of_;
   std::vector<size_t> slot_of_;
+  /// Full-size gradient buffers whose reduce-scatter finished, reused by the next units: fresh
+  /// allocations of this size cost page faults on every step, and holding one per unit would
+  /// cost what sharding saves. Holds about as many buffers as are in flight at once.
+  std::vector<at::Tensor> free_buffers_;
   std::vector<at::Tensor> pieces_;  // per parameter; undefined where the shard holds none of it
   std::unordered_map<const void*, size_t> index_of_;  // parameter TensorImpl -> index
   std::vector<bool> ready_;
