@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <ostream>
 #include <string>
 #include <unistd.h>
 
@@ -20,6 +21,11 @@ struct Case {
   int ranks;
   int local_world_size;  // fakes ranks / local_world_size machines
 };
+
+// Readable in test output (gtest would print the bytes).
+void PrintTo(const Case& c, std::ostream* out) {
+  *out << c.strategy << " on " << c.ranks << " ranks, " << c.local_world_size << " per machine";
+}
 
 class Equivalence : public ::testing::TestWithParam<Case> {};
 
