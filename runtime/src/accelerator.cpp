@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include "fsdp_engine.h"
+#include "fsdp_grad_clip.h"
 #include "gradient_state.h"
 #include "model_sync.h"
 #include "process_group.h"
@@ -17,16 +19,25 @@ namespace acc {
 
 struct Accelerator::PreparedModel {
   const torch::nn::Module* module = nullptr;
-  std::unique_ptr<detail::Reducer> reducer;  // null on one process
+  std::unique_ptr<detail::Reducer> reducer;  // DDP; null on one process
+  detail::GradientSync* sync = nullptr;      // the DDP or FSDP reducer, null on one process
 };
 
 namespace {
 void reject_unimplemented(const ResolvedOptions& resolved) {
-  if (resolved.use_fsdp) {
-    throw ConfigError("acc: FSDP (ACCELERATE_USE_FSDP) is not available in this version of acc "
-                      "yet; use DDP (unset ACCELERATE_USE_FSDP / drop --use_fsdp)");
-  }
+  if (resolved.use_fsdp) check_fsdp_supported(resolved.fsdp);
 }
+
+bool shards_gradients(const ResolvedOptions& resolved) {
+  return resolved.use_fsdp && (resolved.fsdp.sharding_strategy == ShardingStrategy::SHARD_GRAD_OP ||
+                               resolved.fsdp.sharding_strategy == ShardingStrategy::HYBRID_SHARD_ZERO2);
+}
+
+const char* kShardedCheckpointError =
+    "acc: save_state/load_state with an FSDP-sharded optimizer (SHARD_GRAD_OP, HYBRID_SHARD_ZERO2) "
+    "is not in this version of acc yet: FSDP optimizer state dicts (FULL_STATE_DICT, "
+    "SHARDED_STATE_DICT) come later. save_model works (parameters are full); for resumable "
+    "checkpoints use FSDP_SHARDING_STRATEGY=NO_SHARD or DDP";
 
 // Testing hook: the grad scaler normally runs only for fp16 on CUDA. Tests force it on CPU tensors
 // (with fp16 requested) to check its logic where no GPU is.
@@ -43,6 +54,7 @@ Accelerator::Accelerator(AcceleratorOptions options)
       gradient_state_(std::make_shared<detail::GradientState>()) {
   reject_unimplemented(resolved_);
   configure_mixed_precision();
+  configure_fsdp();
   gradient_state_->num_steps = resolved_.gradient_accumulation_steps;
   gradient_state_->sync_with_dataloader = options_.gradient_accumulation_plugin().sync_with_dataloader();
   gradient_state_->sync_each_batch = options_.gradient_accumulation_plugin().sync_each_batch();
@@ -78,6 +90,34 @@ void Accelerator::configure_mixed_precision() {
   }
 }
 
+void Accelerator::configure_fsdp() {
+  if (!resolved_.use_fsdp) return;
+  if (resolved_.fsdp.offload_params) {
+    if (device().is_cuda()) {
+      throw ConfigError("acc: FSDP offload_params (FSDP_OFFLOAD_PARAMS) on CUDA is not in this "
+                        "version of acc yet; set it to false");
+    }
+    if (is_main_process()) {
+      std::cerr << "acc: note: FSDP offload_params changes nothing on a CPU run (the shards are "
+                   "already in CPU memory)" << std::endl;
+    }
+  }
+  auto* group = state_.process_group();
+  if (group == nullptr || !shards_gradients(resolved_)) return;
+  if (gradient_state_->scaler) {
+    throw ConfigError("acc: fp16 loss scaling with FSDP SHARD_GRAD_OP is not in this version of acc "
+                      "yet (each rank would see only its shard's overflow); use bf16 mixed "
+                      "precision or FSDP_SHARDING_STRATEGY=NO_SHARD");
+  }
+  fsdp_ = std::make_unique<detail::ShardedEngine>(*group, resolved_.fsdp,
+                                                  state_.launch().local_world_size);
+}
+
+DistributedType Accelerator::distributed_type() const {
+  if (resolved_.use_fsdp && use_distributed()) return DistributedType::FSDP;
+  return state_.distributed_type();
+}
+
 AutocastGuard Accelerator::autocast(bool enabled) const {
   const auto device_type = device().type();
   if (!use_autocast_) {
@@ -108,11 +148,13 @@ void Accelerator::unscale_gradients() {
 // Accelerate's `step` (where the accumulation cycle stands) is saved per rank, so that a resumed
 // run synchronises on the same batches as an uninterrupted one.
 std::string Accelerator::save_state(const std::string& output_dir) {
+  if (fsdp_ && fsdp_->has_sharded_optimizer()) throw ConfigError(kShardedCheckpointError);
   CheckpointContext context{&checkpoints_, &project_, &state_, device(), {{"step", gradient_state_->step}}};
   return save_training_state(context, output_dir);
 }
 
 std::string Accelerator::load_state(const std::string& input_dir) {
+  if (fsdp_ && fsdp_->has_sharded_optimizer()) throw ConfigError(kShardedCheckpointError);
   CheckpointContext context{&checkpoints_, &project_, &state_, device(), {{"step", gradient_state_->step}}};
   auto directory = load_training_state(context, input_dir);
   gradient_state_->step = context.counters[0].second;
@@ -138,8 +180,14 @@ void Accelerator::prepare_model(torch::nn::Module& model) {
   }
   if (auto* group = state_.process_group()) {
     detail::check_models_agree(*group, model);
-    detail::broadcast_model_state(*group, model);
-    prepared->reducer = detail::make_reducer(*group, model, options_.ddp());
+    if (fsdp_) {
+      if (resolved_.fsdp.sync_module_states) detail::broadcast_model_state(*group, model);
+      prepared->sync = fsdp_->prepare_model(model);
+    } else {
+      detail::broadcast_model_state(*group, model);
+      prepared->reducer = detail::make_reducer(*group, model, options_.ddp());
+      prepared->sync = prepared->reducer.get();
+    }
   }
   models_.push_back(std::move(prepared));
   checkpoints_.add_model(model);
@@ -152,8 +200,16 @@ void Accelerator::prepare_optimizer(torch::optim::Optimizer& optimizer,
       prepared_objects_.end()) {
     return;
   }
+  if (fsdp_ && prepared == nullptr) {
+    throw ConfigError("acc: a plain libtorch optimizer was passed to prepare(), but FSDP "
+                      "SHARD_GRAD_OP must all-gather the parameters after each step. Declare it as "
+                      "acc::Optimizer<YourOptimizer> (same constructor arguments), e.g. "
+                      "acc::Optimizer<torch::optim::Adam> optimizer(model->parameters(), 1e-3);");
+  }
   if (prepared != nullptr) {
-    prepared->attach_controller(detail::make_optimizer_controller(gradient_state_));
+    auto controller = detail::make_optimizer_controller(gradient_state_);
+    if (fsdp_) controller = fsdp_->prepare_optimizer(optimizer, std::move(controller));
+    prepared->attach_controller(std::move(controller));
   } else if (gradient_state_->num_steps > 1 || gradient_state_->scaler) {
     throw ConfigError(std::string("acc: a plain libtorch optimizer was passed to prepare(), but ") +
                       (gradient_state_->num_steps > 1 ? "gradient accumulation" : "fp16 loss scaling") +
@@ -199,9 +255,9 @@ void Accelerator::prepare_scheduler(const void* identity, PreparedSchedulerBase*
   prepared_objects_.push_back(identity);
 }
 
-detail::Reducer* Accelerator::reducer_for(const torch::nn::Module& model) const {
+detail::GradientSync* Accelerator::reducer_for(const torch::nn::Module& model) const {
   for (const auto& prepared : models_) {
-    if (prepared->module == &model) return prepared->reducer.get();
+    if (prepared->module == &model) return prepared->sync;
   }
   return nullptr;
 }
@@ -224,12 +280,23 @@ void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradi
 double Accelerator::clip_grad_norm_(const std::vector<torch::Tensor>& parameters, double max_norm,
                                     double norm_type) {
   unscale_gradients();
+  if (fsdp_) {
+    if (auto grads = fsdp_->shard_gradients(parameters)) {
+      return detail::clip_sharded_grad_norm_(*grads, fsdp_->shard_group(), max_norm, norm_type);
+    }
+  }
   return torch::nn::utils::clip_grad_norm_(parameters, max_norm, norm_type);
 }
 
 void Accelerator::clip_grad_value_(const std::vector<torch::Tensor>& parameters,
                                    double clip_value) {
   unscale_gradients();
+  if (fsdp_) {
+    if (auto grads = fsdp_->shard_gradients(parameters)) {
+      for (auto& g : *grads) g.clamp_(-clip_value, clip_value);
+      return;
+    }
+  }
   torch::nn::utils::clip_grad_value_(parameters, clip_value);
 }
 
@@ -244,12 +311,13 @@ void Accelerator::end_training() {
   trackers_->finish();
   state_.wait_for_everyone();
   models_.clear();  // reducers hold the process group
+  fsdp_.reset();
   autocast_session_.reset();
   gradient_state_->autocast_active = false;
   PartialState::destroy();
 }
 
-NoSyncGuard::NoSyncGuard(detail::Reducer* reducer) : reducer_(reducer) {
+NoSyncGuard::NoSyncGuard(detail::GradientSync* reducer) : reducer_(reducer) {
   if (reducer_ != nullptr) {
     previous_ = reducer_->require_sync();
     reducer_->set_require_sync(false);

@@ -100,7 +100,15 @@ ResolvedOptions resolve_options(const AcceleratorOptions& options) {
     }
   }
 
-  if (auto v = env("ACCELERATE_USE_FSDP")) out.use_fsdp = parse_env_bool("ACCELERATE_USE_FSDP", *v);
+  if (options.fsdp_plugin()) {
+    out.use_fsdp = true;
+  } else if (auto v = env("ACCELERATE_USE_FSDP")) {
+    out.use_fsdp = parse_env_bool("ACCELERATE_USE_FSDP", *v);
+  }
+  // FSDP_* are read only when FSDP is on, as Accelerate's plugin does.
+  if (out.use_fsdp) {
+    out.fsdp = resolve_fsdp_plugin(options.fsdp_plugin().value_or(FullyShardedDataParallelPlugin()), env);
+  }
   if (auto v = env("ACCELERATE_TORCH_DEVICE"); v && !v->empty()) out.torch_device = *v;
   return out;
 }

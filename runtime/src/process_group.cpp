@@ -6,6 +6,8 @@
 
 #include <acc/errors.h>
 
+#include <algorithm>
+
 namespace acc::detail {
 
 std::string error_text(const std::exception& error) {
@@ -51,11 +53,27 @@ ProcessGroup::ProcessGroup(const LaunchInfo& launch, bool use_cuda,
     : rank_(launch.rank),
       size_(launch.world_size),
       gloo_timeout_(timeout.value_or(kDefaultGlooTimeout)),
-      nccl_timeout_(timeout.value_or(kDefaultNcclTimeout)) {
+      nccl_timeout_(timeout.value_or(kDefaultNcclTimeout)),
+      master_addr_(launch.master_addr) {
   store_ = rendezvous(launch, use_cuda ? nccl_timeout_ : gloo_timeout_);
+  create_backends(use_cuda);
+}
+
+ProcessGroup::ProcessGroup(const ProcessGroup& parent, int rank, int size,
+                           c10::intrusive_ptr<c10d::Store> store)
+    : rank_(rank),
+      size_(size),
+      gloo_timeout_(parent.gloo_timeout_),
+      nccl_timeout_(parent.nccl_timeout_),
+      master_addr_(parent.master_addr_),
+      store_(std::move(store)) {
+  create_backends(parent.nccl_ != nullptr);
+}
+
+void ProcessGroup::create_backends(bool use_cuda) {
   try {
     gloo_ = make_gloo_backend(c10::make_intrusive<c10d::PrefixStore>("acc/gloo", store_), rank_,
-                              size_, gloo_timeout_, launch.master_addr);
+                              size_, gloo_timeout_, master_addr_);
     if (use_cuda) {
       nccl_ = make_nccl_backend(c10::make_intrusive<c10d::PrefixStore>("acc/nccl", store_), rank_,
                                 size_, nccl_timeout_);
@@ -65,6 +83,18 @@ ProcessGroup::ProcessGroup(const LaunchInfo& launch, bool use_cuda,
   } catch (const std::exception& e) {
     fail("creating the process group", gloo_timeout_, error_text(e));
   }
+}
+
+std::unique_ptr<ProcessGroup> ProcessGroup::subgroup(const std::vector<int>& ranks,
+                                                     const std::string& name) {
+  auto self = std::find(ranks.begin(), ranks.end(), rank_);
+  if (self == ranks.end()) {
+    throw Error("acc: internal: rank " + std::to_string(rank_) + " is not in subgroup " + name);
+  }
+  // Its own key space: the subgroup's backends and string exchanges never meet the parent's.
+  auto store = c10::make_intrusive<c10d::PrefixStore>("acc/sub/" + name, store_);
+  return std::unique_ptr<ProcessGroup>(new ProcessGroup(
+      *this, static_cast<int>(self - ranks.begin()), static_cast<int>(ranks.size()), store));
 }
 
 ProcessGroup::~ProcessGroup() = default;

@@ -8,6 +8,7 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,10 @@ class ProcessGroup {
   ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  /// A group of the parent's `ranks` (this process among them, the same list on every member),
+  /// rendezvousing on the parent's store under `name`, which must be unique per group.
+  std::unique_ptr<ProcessGroup> subgroup(const std::vector<int>& ranks, const std::string& name);
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -70,12 +75,16 @@ class ProcessGroup {
   }
 
  private:
+  ProcessGroup(const ProcessGroup& parent, int rank, int size, c10::intrusive_ptr<c10d::Store> store);
+  void create_backends(bool use_cuda);
+
   int rank_;
   int size_;
   Milliseconds gloo_timeout_;
   Milliseconds nccl_timeout_;
   uint64_t store_round_ = 0;
   uint64_t num_collectives_ = 0;
+  std::string master_addr_;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::Backend> gloo_;
   c10::intrusive_ptr<c10d::Backend> nccl_;

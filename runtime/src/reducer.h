@@ -14,6 +14,8 @@
 
 #include <acc/options.h>
 
+#include "gradient_sync.h"
+
 namespace acc::detail {
 
 class ProcessGroup;
@@ -23,19 +25,19 @@ struct NamedTensor {
   at::Tensor tensor;
 };
 
-class Reducer {
+class Reducer : public GradientSync {
  public:
   /// `parameters` in registration order (only those that require grad); `buffers` are broadcast
   /// from rank 0 after each synchronising backward when options.broadcast_buffers().
   Reducer(std::vector<NamedTensor> parameters, std::vector<at::Tensor> buffers,
           ProcessGroup& group, const DistributedDataParallelKwargs& options);
-  ~Reducer();
+  ~Reducer() override;
   Reducer(const Reducer&) = delete;
   Reducer& operator=(const Reducer&) = delete;
 
   /// False inside no_sync(): gradients accumulate locally and nothing is communicated.
-  void set_require_sync(bool value) { require_sync_ = value; }
-  bool require_sync() const { return require_sync_; }
+  void set_require_sync(bool value) override { require_sync_ = value; }
+  bool require_sync() const override { return require_sync_; }
 
   size_t num_buckets() const { return buckets_.size(); }
   /// Parameter indices of each bucket, in launch order (for tests and diagnostics).

@@ -31,7 +31,8 @@
 namespace acc {
 
 namespace detail {
-class Reducer;
+class GradientSync;
+class ShardedEngine;
 struct GradientState;
 class TrackerSet;
 
@@ -53,7 +54,7 @@ struct is_unique_ptr<std::unique_ptr<T>> : std::true_type {};
 /// accumulate gradients locally without communicating. It must enclose the backward call.
 class NoSyncGuard {
  public:
-  explicit NoSyncGuard(detail::Reducer* reducer);
+  explicit NoSyncGuard(detail::GradientSync* reducer);
   ~NoSyncGuard();
   NoSyncGuard(NoSyncGuard&& other) noexcept;
   NoSyncGuard(const NoSyncGuard&) = delete;
@@ -61,7 +62,7 @@ class NoSyncGuard {
   NoSyncGuard& operator=(NoSyncGuard&&) = delete;
 
  private:
-  detail::Reducer* reducer_;
+  detail::GradientSync* reducer_;
   bool previous_ = true;
 };
 
@@ -84,7 +85,8 @@ class Accelerator {
 
   // --- properties -------------------------------------------------------------------------
   torch::Device device() const { return state_.device(); }
-  DistributedType distributed_type() const { return state_.distributed_type(); }
+  /// FSDP when FSDP is configured and several processes run; otherwise the state's type.
+  DistributedType distributed_type() const;
   int num_processes() const { return state_.num_processes(); }
   int process_index() const { return state_.process_index(); }
   int local_process_index() const { return state_.local_process_index(); }
@@ -345,12 +347,13 @@ class Accelerator {
 
   void prepare_model(torch::nn::Module& model);
   void configure_mixed_precision();
+  void configure_fsdp();
   /// Accelerate's _do_sync: advances the accumulation count; true when this batch syncs.
   bool begin_accumulation_step();
   void unscale_gradients();
   void prepare_optimizer(torch::optim::Optimizer& optimizer, PreparedOptimizerBase* prepared);
   void prepare_scheduler(const void* identity, PreparedSchedulerBase* prepared);
-  detail::Reducer* reducer_for(const torch::nn::Module& model) const;
+  detail::GradientSync* reducer_for(const torch::nn::Module& model) const;
 
   AcceleratorOptions options_;
   ResolvedOptions resolved_;
@@ -364,6 +367,8 @@ class Accelerator {
   ProjectConfiguration project_ = options_.project_config();
   CheckpointRegistry checkpoints_;
   std::vector<torch::optim::Optimizer*> optimizers_;  // prepared, for unscaling before clipping
+  /// FSDP SHARD_GRAD_OP / HYBRID_SHARD_ZERO2 on several processes (fsdp_engine.h); else null.
+  std::unique_ptr<detail::ShardedEngine> fsdp_;
   /// Mixed precision: autocast on the thread that prepared the first model, until end_training.
   bool use_autocast_ = false;
   bool scheduler_note_printed_ = false;

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include <acc/fsdp.h>
 #include <acc/launch.h>
 #include <acc/tracker.h>
 #include <acc/project_configuration.h>
@@ -83,6 +84,8 @@ struct AcceleratorOptions {
   TORCH_ARG(DistributedDataParallelKwargs, ddp) = {};
   TORCH_ARG(GradScalerKwargs, grad_scaler) = {};
   TORCH_ARG(GradientAccumulationPlugin, gradient_accumulation_plugin) = {};
+  /// Given: FSDP (docs/fsdp.md), as ACCELERATE_USE_FSDP=true; its unset fields come from FSDP_*.
+  TORCH_ARG(std::optional<FullyShardedDataParallelPlugin>, fsdp_plugin);
   /// Where save_state writes and how checkpoints are named (Accelerate's project_config).
   TORCH_ARG(ProjectConfiguration, project_config) = {};
   /// Deadline of every collective and of the rendezvous; default 1800 s (Gloo) / 600 s (NCCL).
@@ -100,6 +103,7 @@ struct ResolvedOptions {
   MixedPrecision mixed_precision = MixedPrecision::NO;
   int64_t gradient_accumulation_steps = 1;
   bool use_fsdp = false;
+  ResolvedFsdpPlugin fsdp;  // meaningful when use_fsdp
   std::optional<std::string> torch_device;  // ACCELERATE_TORCH_DEVICE
 };
 

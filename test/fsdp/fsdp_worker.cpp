@@ -1,0 +1,303 @@
+// One rank of an FSDP scenario (started by fsdp_test.cpp through spawn_ranks). Every reference is
+// computed in this same run: a one-process run on the global batch, and DDP on the same ranks.
+// Exits 0 when every check passed; prints "FAIL: ..." and exits 1 otherwise.
+#include <torch/torch.h>
+
+#include <cstdlib>
+#include <ftw.h>
+#include <iostream>
+#include <string>
+#include <unistd.h>
+
+#include <acc/acc.h>
+
+namespace {
+
+[[noreturn]] void fail(const std::string& message) {
+  std::cout << "FAIL: " << message << std::endl;
+  std::exit(1);
+}
+
+void expect(bool condition, const std::string& message) {
+  if (!condition) fail(message);
+}
+
+// More than 20 parameter tensors of mixed sizes: biases of 1, 2 and 3 elements and a 0-dim scalar
+// are smaller than the number of ranks, so some ranks hold none of them.
+struct MixedImpl : torch::nn::Module {
+  MixedImpl() {
+    const std::vector<int64_t> widths{32, 40, 3, 12, 1, 7, 2, 9, 4};
+    for (size_t i = 0; i + 1 < widths.size(); ++i) {
+      layers.push_back(register_module("layer" + std::to_string(i),
+                                       torch::nn::Linear(widths[i], widths[i + 1])));
+    }
+    norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({4})));
+    scale = register_parameter("scale", torch::rand({3}) + 0.5);
+    shift = register_parameter("shift", torch::randn({1}));
+    temperature = register_parameter("temperature", torch::ones({}));
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    for (size_t i = 0; i < layers.size(); ++i) {
+      x = layers[i]->forward(x);
+      if (i + 1 < layers.size()) x = torch::tanh(x);
+    }
+    return norm->forward(x) * temperature + shift + 0.1 * scale.sum();
+  }
+  std::vector<torch::nn::Linear> layers;
+  torch::nn::LayerNorm norm{nullptr};
+  torch::Tensor scale, shift, temperature;
+};
+TORCH_MODULE(Mixed);
+
+double max_abs_diff(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, (a[i] - b[i]).abs().max().item<double>());
+  return worst;
+}
+
+void expect_equal_across_ranks(acc::Accelerator& accelerator, const std::vector<torch::Tensor>& tensors,
+                               const std::string& what) {
+  std::vector<torch::Tensor> flat;
+  for (const auto& t : tensors) flat.push_back(t.detach().reshape({1, -1}));
+  auto all = accelerator.gather(torch::cat(flat, 1));
+  for (int64_t r = 1; r < all.size(0); ++r) {
+    expect(torch::equal(all[r], all[0]), what + ": rank " + std::to_string(r) + " differs from rank 0");
+  }
+}
+
+int64_t bytes(const torch::Tensor& t) { return t.defined() ? t.numel() * t.element_size() : 0; }
+
+// Gradient and Adam-state bytes this rank holds for a prepared model and its optimizer: the
+// model parameters' .grad, the optimizer's parameters' .grad (shard pieces under SHARD_GRAD_OP)
+// and every state tensor.
+int64_t held_bytes(torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
+  int64_t total = 0;
+  for (const auto& p : model.parameters()) total += bytes(p.grad());
+  for (const auto& group : optimizer.param_groups()) {
+    for (const auto& p : group.params()) {
+      bool is_model_param = false;
+      for (const auto& m : model.parameters()) is_model_param = is_model_param || m.is_same(p);
+      if (!is_model_param) total += bytes(p.grad());
+    }
+  }
+  for (const auto& [key, state] : optimizer.state()) {
+    const auto& adam = static_cast<const torch::optim::AdamParamState&>(*state);
+    total += bytes(adam.exp_avg()) + bytes(adam.exp_avg_sq()) + bytes(adam.max_exp_avg_sq());
+  }
+  return total;
+}
+
+acc::ShardingStrategy strategy_named(const std::string& name) {
+  return acc::parse_sharding_strategy(name, "worker argument");
+}
+
+int env_int(const char* name, int fallback) {
+  const char* value = std::getenv(name);
+  return value ? std::atoi(value) : fallback;
+}
+
+enum class Mode { kPlain, kAccumulate, kClip };
+
+struct Trained {
+  std::vector<torch::Tensor> params;
+  double last_norm = 0;
+  int64_t held = 0;
+};
+
+constexpr int kSteps = 10;
+constexpr int64_t kBatch = 3;
+constexpr double kLr = 1e-3;
+constexpr double kMaxNorm = 0.05;  // small enough that every step clips
+
+torch::Tensor batch_x(int step, int micro, int64_t rows) {
+  torch::manual_seed(1000 + 10 * step + micro);
+  return torch::randn({rows, 32});
+}
+torch::Tensor batch_y(int step, int micro, int64_t rows) {
+  torch::manual_seed(5000 + 10 * step + micro);
+  return torch::randn({rows, 4});
+}
+
+// Trains with an Accelerator (DDP when `plugin` is empty), each rank initialised differently.
+Trained train_prepared(std::optional<acc::FullyShardedDataParallelPlugin> plugin, Mode mode) {
+  auto options = acc::AcceleratorOptions().gradient_accumulation_steps(mode == Mode::kAccumulate ? 2 : 1);
+  if (plugin) options.fsdp_plugin(*plugin);
+  acc::Accelerator accelerator(options);
+  const int rank = accelerator.process_index(), world = accelerator.num_processes();
+  if (plugin) {
+    expect(accelerator.distributed_type() == acc::DistributedType::FSDP,
+           "distributed_type() is " + acc::to_string(accelerator.distributed_type()) + ", not FSDP");
+  }
+  torch::manual_seed(100 + rank);
+  Mixed model;
+  acc::Optimizer<torch::optim::Adam> optimizer(model->parameters(), torch::optim::AdamOptions(kLr));
+  accelerator.prepare(model, optimizer);
+  const int micro_steps = mode == Mode::kAccumulate ? 2 : 1;
+  Trained out;
+  for (int step = 0; step < kSteps; ++step) {
+    for (int micro = 0; micro < micro_steps; ++micro) {
+      auto x = batch_x(step, micro, world * kBatch).narrow(0, rank * kBatch, kBatch);
+      auto y = batch_y(step, micro, world * kBatch).narrow(0, rank * kBatch, kBatch);
+      auto guard = accelerator.accumulate(model);
+      const auto collectives = accelerator.state().num_collectives();
+      accelerator.backward(torch::mse_loss(model->forward(x), y));
+      if (!accelerator.sync_gradients()) {
+        expect(accelerator.state().num_collectives() == collectives,
+               "a backward while accumulating communicated");
+      }
+      if (mode == Mode::kClip && accelerator.sync_gradients()) {
+        out.last_norm = accelerator.clip_grad_norm_(model->parameters(), kMaxNorm);
+      }
+      if (step == kSteps - 1 && micro == micro_steps - 1) {
+        optimizer.step();
+        out.held = held_bytes(*model, optimizer);  // before zero_grad drops the gradients
+        optimizer.zero_grad();
+        continue;
+      }
+      optimizer.step();
+      optimizer.zero_grad();
+    }
+  }
+  for (const auto& p : model->parameters()) out.params.push_back(p.detach().clone());
+  expect_equal_across_ranks(accelerator, out.params, "parameters after training");
+  return out;
+}
+
+// One process, the whole global batch, rank 0's initial weights.
+Trained train_single(int world, Mode mode) {
+  torch::manual_seed(100);
+  Mixed model;
+  torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(kLr));
+  const int micro_steps = mode == Mode::kAccumulate ? 2 : 1;
+  Trained out;
+  for (int step = 0; step < kSteps; ++step) {
+    optimizer.zero_grad();
+    for (int micro = 0; micro < micro_steps; ++micro) {
+      auto loss = torch::mse_loss(model->forward(batch_x(step, micro, world * kBatch)),
+                                  batch_y(step, micro, world * kBatch));
+      (loss / micro_steps).backward();
+    }
+    if (mode == Mode::kClip) out.last_norm = torch::nn::utils::clip_grad_norm_(model->parameters(), kMaxNorm);
+    optimizer.step();
+  }
+  for (const auto& p : model->parameters()) out.params.push_back(p.detach().clone());
+  return out;
+}
+
+// argv: strategy. Plain, accumulating and clipping runs each equal DDP and one process.
+void equivalence(const std::string& strategy_name) {
+  const auto strategy = strategy_named(strategy_name);
+  const int world = env_int("WORLD_SIZE", 1);
+  const int local_world = env_int("LOCAL_WORLD_SIZE", world);
+  // SHARD_GRAD_OP shards over every rank, HYBRID_SHARD_ZERO2 within a machine, NO_SHARD not at all.
+  const int shards = strategy == acc::ShardingStrategy::SHARD_GRAD_OP ? world
+                     : strategy == acc::ShardingStrategy::HYBRID_SHARD_ZERO2 ? local_world : 1;
+  // Small units: the model spans several of them, so reduce-scatters overlap backward.
+  auto plugin = acc::FullyShardedDataParallelPlugin().sharding_strategy(strategy).bucket_cap_mb(0.002);
+  for (Mode mode : {Mode::kPlain, Mode::kAccumulate, Mode::kClip}) {
+    const std::string name = mode == Mode::kPlain ? "plain" : mode == Mode::kAccumulate ? "accumulate" : "clip";
+    auto fsdp = train_prepared(plugin, mode);
+    auto ddp = train_prepared(std::nullopt, mode);
+    auto single = train_single(world, mode);
+    const double to_single = max_abs_diff(fsdp.params, single.params);
+    const double to_ddp = max_abs_diff(fsdp.params, ddp.params);
+    expect(to_single <= 1e-5, name + ": " + strategy_name + " differs from one process by " + std::to_string(to_single));
+    expect(to_ddp <= 1e-5, name + ": " + strategy_name + " differs from DDP by " + std::to_string(to_ddp));
+    expect(max_abs_diff(ddp.params, single.params) <= 1e-5, name + ": DDP differs from one process");
+    if (mode == Mode::kClip) {
+      const double norm_error = std::abs(fsdp.last_norm - single.last_norm) / single.last_norm;
+      expect(single.last_norm > kMaxNorm, "the clipping test did not clip");
+      expect(norm_error <= 1e-5, "clip_grad_norm_ returned " + std::to_string(fsdp.last_norm) +
+                                     ", one process " + std::to_string(single.last_norm));
+    }
+    if (mode == Mode::kPlain) {
+      const double limit = 1.05 * static_cast<double>(ddp.held) / shards;
+      expect(fsdp.held <= limit, strategy_name + " holds " + std::to_string(fsdp.held) +
+                                     " gradient and optimizer-state bytes; DDP " + std::to_string(ddp.held) +
+                                     ", so at most " + std::to_string(limit) + " with " +
+                                     std::to_string(shards) + " shards");
+      std::cout << "memory: " << strategy_name << " " << fsdp.held << " bytes, DDP " << ddp.held << std::endl;
+    }
+    std::cout << "ok " << name << ": to one process " << to_single << ", to DDP " << to_ddp << std::endl;
+  }
+}
+
+std::string error_of(const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const acc::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void expect_error(const std::string& message, const std::string& needle, const std::string& what) {
+  expect(message.find(needle) != std::string::npos,
+         what + ": expected an error containing '" + needle + "', got '" + message + "'");
+}
+
+int remove_entry(const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }
+
+// What SHARD_GRAD_OP refuses, and save_model with full parameters.
+void rejections_and_save_model(const std::string& directory) {
+  auto plugin = acc::FullyShardedDataParallelPlugin().sharding_strategy(acc::ShardingStrategy::SHARD_GRAD_OP);
+  acc::Accelerator accelerator(acc::AcceleratorOptions().fsdp_plugin(plugin));
+  // Kept alive to the end: prepare() remembers models by address.
+  Mixed for_lbfgs, for_plain, for_order;
+  acc::Optimizer<torch::optim::LBFGS> lbfgs(for_lbfgs->parameters(), torch::optim::LBFGSOptions(0.1));
+  expect_error(error_of([&] { accelerator.prepare(for_lbfgs, lbfgs); }), "LBFGS", "LBFGS");
+  torch::optim::Adam plain(for_plain->parameters(), torch::optim::AdamOptions(kLr));
+  expect_error(error_of([&] { accelerator.prepare(for_plain, plain); }),
+               "acc::Optimizer<torch::optim::Adam> optimizer", "plain optimizer");
+  acc::Optimizer<torch::optim::Adam> first(for_order->parameters(), torch::optim::AdamOptions(kLr));
+  expect_error(error_of([&] { accelerator.prepare(first, for_order); }),
+               "prepare the model before the optimizer", "optimizer before model");
+  torch::manual_seed(7);
+  Mixed model;
+  acc::Optimizer<torch::optim::Adam> optimizer(model->parameters(), torch::optim::AdamOptions(kLr));
+  accelerator.prepare(model, optimizer);
+  const auto rank = accelerator.process_index();
+  for (int step = 0; step < 3; ++step) {
+    accelerator.backward(torch::mse_loss(model->forward(batch_x(step, rank, 4)), batch_y(step, rank, 4)));
+    optimizer.step();
+    optimizer.zero_grad();
+  }
+  expect_error(error_of([&] { accelerator.save_state(directory + "/state"); }),
+               "FSDP optimizer state dicts", "save_state");
+  expect_error(error_of([&] { accelerator.load_state(directory + "/state"); }),
+               "FSDP optimizer state dicts", "load_state");
+  accelerator.save_model(model, directory + "/model");
+  torch::manual_seed(99);
+  Mixed loaded;
+  acc::load_checkpoint_in_model(loaded, directory + "/model/model.safetensors");
+  const double diff = max_abs_diff(loaded->parameters(), model->parameters());
+  expect(diff == 0, "save_model wrote parameters that differ from the trained ones by " + std::to_string(diff));
+  accelerator.wait_for_everyone();
+  if (accelerator.is_main_process()) ::nftw(directory.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+  std::cout << "ok" << std::endl;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) fail("usage: acc_fsdp_worker <scenario> [args]");
+  // Fakes machines on one host: LOCAL_WORLD_SIZE consecutive ranks per machine.
+  if (const char* local = std::getenv("ACC_TEST_LOCAL_WORLD_SIZE")) {
+    const int per_machine = std::atoi(local);
+    ::setenv("LOCAL_WORLD_SIZE", local, 1);
+    ::setenv("LOCAL_RANK", std::to_string(env_int("RANK", 0) % per_machine).c_str(), 1);
+  }
+  try {
+    if (args[0] == "equivalence" && args.size() == 2) {
+      equivalence(args[1]);
+    } else if (args[0] == "rejections_and_save_model" && args.size() == 2) {
+      rejections_and_save_model(args[1]);
+    } else {
+      fail("unknown scenario " + args[0]);
+    }
+  } catch (const std::exception& e) {
+    fail(std::string("exception: ") + e.what());
+  }
+  return 0;
+}
