@@ -10,11 +10,15 @@ function(acc_migrated_example target source)
   list(TRANSFORM arg_HEADERS PREPEND ${source_dir}/ OUTPUT_VARIABLE headers)
   list(TRANSFORM arg_HEADERS PREPEND ${arg_OUT_DIR}/ OUTPUT_VARIABLE migrated_headers)
   file(RELATIVE_PATH shown ${PROJECT_SOURCE_DIR} ${source})
+  # The diff and findings go to <dir>/acc-migrate.log (shown if it fails), not into the build's output.
+  set(log ${arg_OUT_DIR}/acc-migrate.log)
   add_custom_command(OUTPUT ${arg_OUT_DIR}/${file} ${migrated_headers}
-    COMMAND acc-migrate --color=false -p ${PROJECT_BINARY_DIR} --output-dir ${arg_OUT_DIR} ${source}
-            > /dev/null
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${arg_OUT_DIR}
+    COMMAND sh -c "\"$1\" --color=false -p \"$2\" --output-dir \"$3\" \"$4\" > \"$5\" 2>&1 || { cat \"$5\"; exit 1; }"
+            acc-migrate $<TARGET_FILE:acc-migrate> ${PROJECT_BINARY_DIR} ${arg_OUT_DIR} ${source} ${log}
     DEPENDS acc-migrate ${source} ${headers}
-    COMMENT "acc-migrate ${shown}")
+    COMMENT "acc-migrate ${shown} (diff and findings: ${log})"
+    VERBATIM)
   add_executable(${target} ${arg_OUT_DIR}/${file})
   target_link_libraries(${target} PRIVATE acc)
   set_target_properties(${target} PROPERTIES BUILD_RPATH "${ACC_TORCH_LIBDIR}")
