@@ -22,4 +22,4 @@ trap 'rm -f "$out"' EXIT
 # The program divides its correct count by the whole test set's size, so each rank prints its share
 # of the accuracy (acc-migrate's dataset-size-division finding above): the shares add up.
 awk '/^\[rank[0-9]+\]: accuracy/ { last[$1] = $3 }
-     END { for (r in last) total += last[r]; printf "\ntest accuracy after training on 2 processes: %.4f (the sum of the ranks' shares)\n", total }' "$out"
+     END { for (r in last) total += last[r]; printf "\ntest accuracy after training on 2 processes: %.4f (the sum over the ranks)\n", total }' "$out"
