@@ -18,9 +18,11 @@ build: configure
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) --timeout 900
 
-# Two CPU processes train a small model with DDP on synthetic data.
-demo: build
-	$(BUILD)/bin/acc-launch --cpu --num_processes 2 $(BUILD)/bin/acc-demo-train
+# acc-migrate's diff for examples/programs/mnist_classifier.cpp, the migrated program built and run
+# on 2 CPU processes (acc-launch), and its test accuracy (examples/demo/demo.sh).
+demo: configure
+	cmake --build $(BUILD) -j $(JOBS) --target acc-migrate acc-launch acc
+	@examples/demo/demo.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD)

@@ -1,8 +1,9 @@
 // A small language model trained on one long token tensor sliced by hand: no DataLoader, the shape
-// of most char-RNN and transformer-from-scratch programs.
+// of most char-RNN and transformer-from-scratch programs. Usage: char_lm [batch size]
 #include <torch/torch.h>
 
 #include <iostream>
+#include <string>
 
 struct LanguageModelImpl : torch::nn::Module {
   LanguageModelImpl(int64_t vocab, int64_t hidden)
@@ -14,9 +15,9 @@ struct LanguageModelImpl : torch::nn::Module {
 };
 TORCH_MODULE(LanguageModel);
 
-int main() {
+int main(int argc, char **argv) {
+  const int64_t vocab = 32, seq_len = 16, batch_size = argc > 1 ? std::stoll(argv[1]) : 8;
   torch::manual_seed(2);
-  const int64_t vocab = 32, seq_len = 16, batch_size = 8;
   torch::Device device = torch::cuda::is_available() ? torch::kCUDA : torch::kCPU;
   torch::Tensor corpus = torch::randint(vocab, {4096}, torch::kLong);
 

@@ -70,6 +70,10 @@ class Migration {
   void useAccelerator(const clang::FunctionDecl *fn);
   const std::vector<const clang::FunctionDecl *> &acceleratorUsers() const { return users_; }
 
+  // AcceleratorOptions setters (`step_scheduler_with_optimizer(false)`) that the accelerators this
+  // unit declares are created with.
+  std::set<std::string> acceleratorOptions;
+
   // Models whose placement accelerator.prepare takes over (their `.to(device)` can go).
   std::set<const clang::VarDecl *> preparedModels;
 

@@ -1,8 +1,76 @@
 // scheduler-declaration: LR schedulers are created as `acc::Scheduler<T>`, which steps only when the
 // optimizer really stepped (not while accumulating gradients, not after a skipped fp16 step).
+//
+// A prepared scheduler steps num_processes times per call by default (Accelerate's
+// step_scheduler_with_optimizer=True: a schedule counted in single-process batches ends on time).
+// That is right for a scheduler stepped with the optimizer, and wrong for one stepped once per epoch:
+// on 2 processes a StepLR(step_size=2) would decay every epoch. When a scheduler's step() is outside
+// the innermost loop around every optimizer step() of its function, the accelerator this unit
+// creates gets `step_scheduler_with_optimizer(false)` (Accelerate's option for exactly that case).
 #include "Migration.h"
 #include "WrapCreations.h"
 
+#include <clang/AST/ExprCXX.h>
+#include <clang/AST/StmtCXX.h>
+#include <clang/ASTMatchers/ASTMatchers.h>
+#include <map>
+#include <string>
+#include <vector>
+
+using namespace clang;
+using namespace clang::ast_matchers;
+
 namespace accmigrate {
-void applySchedulerDeclaration(Migration &m) { wrapCreations(m, "torch::optim::LRScheduler", "acc::Scheduler"); }
+namespace {
+
+const Stmt *innermostLoop(const Stmt &node, ASTContext &ctx) {
+  DynTypedNodeList parents = ctx.getParents(node);
+  while (!parents.empty()) {
+    const Stmt *p = parents[0].get<Stmt>();
+    if (!p) return nullptr;  // reached the function (or a declaration)
+    if (isa<ForStmt>(p) || isa<CXXForRangeStmt>(p) || isa<WhileStmt>(p) || isa<DoStmt>(p)) return p;
+    parents = ctx.getParents(*p);
+  }
+  return nullptr;
+}
+
+bool contains(const Stmt *outer, const Stmt *inner, const SourceManager &sm) {
+  SourceRange o = outer->getSourceRange(), i = inner->getSourceRange();
+  return !sm.isBeforeInTranslationUnit(i.getBegin(), o.getBegin()) &&
+         !sm.isBeforeInTranslationUnit(o.getEnd(), i.getEnd());
+}
+
+auto stepOf(const std::string &base) {
+  return cxxMemberCallExpr(callee(cxxMethodDecl(hasName("step"), ofClass(cxxRecordDecl(isSameOrDerivedFrom(base))))));
+}
+
+void stepOncePerCallWhenSteppedPerEpoch(Migration &m) {
+  std::map<const FunctionDecl *, std::vector<const Stmt *>> optimizerLoops;
+  m.forEachMatch(stepOf("::torch::optim::Optimizer").bind("step"), [&](const BoundNodes &nodes) {
+    const auto *call = nodes.getNodeAs<CXXMemberCallExpr>("step");
+    if (const Stmt *loop = innermostLoop(*call, m.ctx)) optimizerLoops[m.enclosingFunction(*call)].push_back(loop);
+  });
+  m.forEachMatch(stepOf("::torch::optim::LRScheduler").bind("step"), [&](const BoundNodes &nodes) {
+    const auto *call = nodes.getNodeAs<CXXMemberCallExpr>("step");
+    auto loops = optimizerLoops.find(m.enclosingFunction(*call));
+    if (loops == optimizerLoops.end() || m.acceleratorOptions.count("step_scheduler_with_optimizer(false)")) return;
+    for (const Stmt *loop : loops->second)
+      if (contains(loop, call, m.sm)) return;
+    m.acceleratorOptions.insert("step_scheduler_with_optimizer(false)");
+    m.report(call->getExprLoc(),
+             "this scheduler steps outside the loop of the optimizer's step (e.g. once per epoch); a prepared "
+             "scheduler would step once per process each time",
+             "the accelerator created here gets AcceleratorOptions().step_scheduler_with_optimizer(false): "
+             "one step per call",
+             Finding::Level::Note);
+  });
+}
+
+}  // namespace
+
+void applySchedulerDeclaration(Migration &m) {
+  wrapCreations(m, "torch::optim::LRScheduler", "acc::Scheduler");
+  stepOncePerCallWhenSteppedPerEpoch(m);
+}
+
 }  // namespace accmigrate

@@ -3,8 +3,12 @@
 #include <torch/torch.h>
 
 namespace acc {
+struct AcceleratorOptions {
+  AcceleratorOptions &step_scheduler_with_optimizer(bool) { return *this; }
+};
 class Accelerator {
  public:
+  Accelerator(AcceleratorOptions = {}) {}
   c10::Device device() const { return c10::Device(c10::kCPU); }
   template <typename... Objects> void prepare(Objects &...) {}
   template <typename Sampler = torch::data::samplers::RandomSampler, typename... Args>

@@ -1,0 +1,34 @@
+// A scheduler stepped once per epoch (outside the loop of the optimizer's step) must step once per
+// call, not once per process: the accelerator is created with step_scheduler_with_optimizer(false).
+// RUN: %acc-migrate %s -- %stub-flags 2>%t.err | FileCheck %s
+// RUN: FileCheck --check-prefix=NOTE %s < %t.err
+// Stepped with the optimizer (inside its loop): Accelerate's default stays.
+// RUN: %acc-migrate %s -- %stub-flags -DPER_BATCH | FileCheck --check-prefix=PER-BATCH %s
+#include <torch/torch.h>
+
+struct Data : torch::data::datasets::Dataset<Data> {};
+
+int main() {
+  // CHECK: {{^}}+  acc::Accelerator accelerator(acc::AcceleratorOptions().step_scheduler_with_optimizer(false));
+  // PER-BATCH: {{^}}+  acc::Accelerator accelerator;
+  auto model = std::make_shared<torch::nn::LinearImpl>(4, 1);
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1));
+  torch::optim::StepLR scheduler(optimizer, /*step_size=*/2);
+  // CHECK: {{^}}+  acc::Scheduler<torch::optim::StepLR> scheduler(optimizer, /*step_size=*/2);
+  auto loader = torch::data::make_data_loader(Data(), 8);
+  for (int epoch = 0; epoch < 4; ++epoch) {
+    for (auto &batch : *loader) {
+      optimizer.zero_grad();
+      auto loss = model->forward(batch[0].data);
+      loss.backward();
+      optimizer.step();
+#ifdef PER_BATCH
+      scheduler.step();
+#endif
+    }
+#ifndef PER_BATCH
+    scheduler.step();
+    // NOTE: scheduler-declaration-per-epoch.cpp:[[@LINE-1]]:15: scheduler-declaration: this scheduler steps outside the loop of the optimizer's step (e.g. once per epoch); a prepared scheduler would step once per process each time; the accelerator created here gets AcceleratorOptions().step_scheduler_with_optimizer(false): one step per call
+#endif
+  }
+}
