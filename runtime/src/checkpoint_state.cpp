@@ -17,6 +17,7 @@
 #include <acc/state.h>
 
 #include "checkpoint_io.h"
+#include "checkpoint_loaders.h"
 
 namespace fs = std::filesystem;
 
@@ -28,7 +29,6 @@ std::string numbered(const std::string& stem, size_t index, const std::string& e
 }
 
 std::string rank_file(int rank) { return "random_states_" + std::to_string(rank) + ".bin"; }
-std::string loader_file(int rank) { return "sampler_" + std::to_string(rank) + ".bin"; }
 
 void save_archive(const SaveFunction& save, const std::string& path) {
   torch::serialize::OutputArchive archive;
@@ -143,6 +143,24 @@ void CheckpointRegistry::add(std::vector<Entry>& list, const void* identity, Sav
   list.push_back(Entry{identity, std::move(save), std::move(load)});
 }
 
+void CheckpointRegistry::add_data_loader(const std::shared_ptr<detail::ShardEpoch>& position) {
+  loaders_.erase(std::remove_if(loaders_.begin(), loaders_.end(),
+                                [](const auto& loader) { return loader.expired(); }),
+                 loaders_.end());
+  for (const auto& loader : loaders_) {
+    if (loader.lock() == position) return;  // prepared twice
+  }
+  loaders_.push_back(position);
+}
+
+std::vector<std::shared_ptr<detail::ShardEpoch>> CheckpointRegistry::data_loaders() const {
+  std::vector<std::shared_ptr<detail::ShardEpoch>> alive;
+  for (const auto& loader : loaders_) {
+    if (auto position = loader.lock()) alive.push_back(std::move(position));
+  }
+  return alive;
+}
+
 void CheckpointRegistry::add_model(torch::nn::Module& model) {
   if (std::find(models_.begin(), models_.end(), &model) == models_.end()) models_.push_back(&model);
 }
@@ -206,18 +224,12 @@ std::string save_training_state(CheckpointContext& context, const std::string& d
     }
   }
   write(rank_file(state.process_index()), [&](const std::string& path) { save_rank_state(context, path); });
-  if (!registry.data_loaders().empty()) {
-    write(loader_file(state.process_index()), [&](const std::string& path) {
-      save_archive(
-          [&](torch::serialize::OutputArchive& archive) {
-            for (size_t i = 0; i < registry.data_loaders().size(); ++i) {
-              torch::serialize::OutputArchive nested;
-              registry.data_loaders()[i].save(nested);
-              archive.write("loader_" + std::to_string(i), nested);
-            }
-          },
-          path);
-    });
+  if (const auto loaders = registry.data_loaders(); !loaders.empty()) {
+    const auto positions = detail::gather_loader_positions(loaders);
+    for (size_t i = 0; writer && i < loaders.size(); ++i) {
+      write(numbered("sampler", i, ".bin"),
+            [&](const std::string& path) { detail::save_loader_position(positions, i, path); });
+    }
   }
   CheckpointDirectoryWriter::sync_files(written);
   state.wait_for_everyone();
@@ -275,16 +287,10 @@ std::string load_training_state(CheckpointContext& context, const std::string& d
     load_archive(registry.custom()[i].load, (dir / ("custom_checkpoint_" + std::to_string(i) + ".bin")).string(),
                  c10::Device(c10::kCPU));
   }
-  if (!registry.data_loaders().empty()) {
-    load_archive(
-        [&](torch::serialize::InputArchive& archive) {
-          for (size_t i = 0; i < registry.data_loaders().size(); ++i) {
-            torch::serialize::InputArchive nested;
-            archive.read("loader_" + std::to_string(i), nested);
-            registry.data_loaders()[i].load(nested);
-          }
-        },
-        (dir / loader_file(state.process_index())).string(), c10::Device(c10::kCPU));
+  const auto loaders = registry.data_loaders();
+  for (size_t i = 0; i < loaders.size(); ++i) {
+    detail::load_loader_position(*loaders[i], (dir / numbered("sampler", i, ".bin")).string(),
+                                 state.process_index(), state.num_processes());
   }
   load_rank_state(context, (dir / rank_file(state.process_index())).string());
   const auto number = checkpoint_number(dir.filename().string());

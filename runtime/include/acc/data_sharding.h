@@ -61,7 +61,11 @@ struct ShardEpoch {
   bool drawn = false;
   uint64_t stream_fingerprint = 0;
   std::vector<IndexBatch> batches;  // this rank's batches of the drawn epoch
-  size_t position = 0;
+  size_t position = 0;            // next batch the sampler hands libtorch (runs ahead: prefetch)
+  size_t first = 0;               // batches of the drawn epoch skipped at reset()
+  // Kept by the loader, not the sampler: libtorch's workers fetch ahead of what the loop sees.
+  bool iterating = false;         // a loop is inside the drawn epoch
+  size_t yielded = 0;             // batches of the drawn epoch handed to the loop, skipped included
 };
 }  // namespace detail
 
@@ -102,6 +106,7 @@ class BatchSamplerShard : public torch::data::samplers::Sampler<IndexBatch> {
     s.stream_fingerprint = fingerprint(base);
     s.batches = shard_batches(base, batch_size_, drop_last_, shard_);
     s.position = std::min(s.skip, s.batches.size());
+    s.first = s.position;
     s.skip = 0;
     s.drawn = true;
     s.drawn_epoch = s.epoch;
