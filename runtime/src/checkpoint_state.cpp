@@ -18,6 +18,7 @@
 
 #include "checkpoint_io.h"
 #include "checkpoint_loaders.h"
+#include "checkpoint_optimizer.h"
 
 namespace fs = std::filesystem;
 
@@ -166,9 +167,9 @@ void CheckpointRegistry::add_model(torch::nn::Module& model) {
 }
 
 void CheckpointRegistry::add_optimizer(torch::optim::Optimizer& optimizer) {
-  add(optimizers_, &optimizer,
-      [&optimizer](torch::serialize::OutputArchive& archive) { optimizer.save(archive); },
-      [&optimizer](torch::serialize::InputArchive& archive) { optimizer.load(archive); });
+  if (std::find(optimizers_.begin(), optimizers_.end(), &optimizer) == optimizers_.end()) {
+    optimizers_.push_back(&optimizer);
+  }
 }
 
 std::string latest_checkpoint(const std::string& project_dir) {
@@ -211,12 +212,15 @@ std::string save_training_state(CheckpointContext& context, const std::string& d
       write(numbered("model", i, ".safetensors"),
             [&](const std::string& path) { save_model_file(*registry.models()[i], path); });
     }
-    const std::pair<const char*, const std::vector<CheckpointRegistry::Entry>*> shared[] = {
-        {"optimizer", &registry.optimizers()}, {"scheduler", &registry.schedulers()}};
-    for (const auto& [stem, entries] : shared) {
-      for (size_t i = 0; i < entries->size(); ++i) {
-        write(numbered(stem, i, ".bin"), [&](const std::string& path) { save_archive((*entries)[i].save, path); });
-      }
+    for (size_t i = 0; i < registry.optimizers().size(); ++i) {
+      const auto tensors = out->file(numbered("optimizer", i, ".safetensors"));
+      const auto rest = out->file(numbered("optimizer", i, ".libtorch.bin"));
+      detail::save_optimizer_state(*registry.optimizers()[i], tensors, rest);
+      written.insert(written.end(), {tensors, rest});
+    }
+    for (size_t i = 0; i < registry.schedulers().size(); ++i) {
+      write(numbered("scheduler", i, ".bin"),
+            [&](const std::string& path) { save_archive(registry.schedulers()[i].save, path); });
     }
     for (size_t i = 0; i < registry.custom().size(); ++i) {
       write("custom_checkpoint_" + std::to_string(i) + ".bin",
@@ -276,12 +280,15 @@ std::string load_training_state(CheckpointContext& context, const std::string& d
     require_file(path);
     load_checkpoint_in_model(*registry.models()[i], path, /*strict=*/true);
   }
-  const std::pair<const char*, const std::vector<CheckpointRegistry::Entry>*> shared[] = {
-      {"optimizer", &registry.optimizers()}, {"scheduler", &registry.schedulers()}};
-  for (const auto& [stem, entries] : shared) {
-    for (size_t i = 0; i < entries->size(); ++i) {
-      load_archive((*entries)[i].load, (dir / numbered(stem, i, ".bin")).string(), context.device);
-    }
+  for (size_t i = 0; i < registry.optimizers().size(); ++i) {
+    const auto tensors = (dir / numbered("optimizer", i, ".safetensors")).string();
+    const auto rest = (dir / numbered("optimizer", i, ".libtorch.bin")).string();
+    require_file(tensors);
+    require_file(rest);
+    detail::load_optimizer_state(*registry.optimizers()[i], tensors, rest, context.device);
+  }
+  for (size_t i = 0; i < registry.schedulers().size(); ++i) {
+    load_archive(registry.schedulers()[i].load, (dir / numbered("scheduler", i, ".bin")).string(), context.device);
   }
   for (size_t i = 0; i < registry.custom().size(); ++i) {
     load_archive(registry.custom()[i].load, (dir / ("custom_checkpoint_" + std::to_string(i) + ".bin")).string(),

@@ -44,7 +44,8 @@ struct has_archive_methods<
 }  // namespace detail
 
 /// Everything save_state writes, in registration order. Each kind becomes numbered files:
-/// model.safetensors, model_1.safetensors, ...; optimizer.bin, optimizer_1.bin; scheduler.bin;
+/// model.safetensors, model_1.safetensors, ...; optimizer.safetensors with optimizer.libtorch.bin,
+/// optimizer_1.*; scheduler.bin;
 /// sampler.bin, sampler_1.bin (one per data loader, a row per rank); custom_checkpoint_{i}.bin.
 class CheckpointRegistry {
  public:
@@ -91,14 +92,14 @@ class CheckpointRegistry {
   }
 
   const std::vector<torch::nn::Module*>& models() const { return models_; }
-  const std::vector<Entry>& optimizers() const { return optimizers_; }
+  const std::vector<torch::optim::Optimizer*>& optimizers() const { return optimizers_; }
   const std::vector<Entry>& schedulers() const { return schedulers_; }
   const std::vector<Entry>& custom() const { return custom_; }
 
  private:
   static void add(std::vector<Entry>& list, const void* identity, SaveFunction save, LoadFunction load);
   std::vector<torch::nn::Module*> models_;
-  std::vector<Entry> optimizers_;
+  std::vector<torch::optim::Optimizer*> optimizers_;
   std::vector<Entry> schedulers_;
   std::vector<std::weak_ptr<detail::ShardEpoch>> loaders_;
   std::vector<Entry> custom_;
