@@ -110,7 +110,8 @@ struct CheckpointContext {
   CheckpointRegistry* registry = nullptr;
   ProjectConfiguration* project = nullptr;
   const PartialState* state = nullptr;
-  /// Device that loaded optimizer state is placed on.
+  /// Device for the tensors of libtorch archives (LBFGS's scalars); optimizer state tensors go to
+  /// their parameter's device.
   c10::Device device = c10::Device(c10::kCPU);
   /// Extra per-rank values stored with the RNG states (Accelerate's `step`).
   std::vector<std::pair<std::string, int64_t>> counters;
