@@ -103,8 +103,15 @@ class BatchSamplerShard : public torch::data::samplers::Sampler<IndexBatch> {
       }
     });
     if (drop_last_ && !base.empty() && base.back().size() < batch_size_) base.pop_back();
-    s.stream_fingerprint = fingerprint(base);
-    s.batches = shard_batches(base, batch_size_, drop_last_, shard_);
+    // One process: nothing to shard and no rank to compare with, so the epoch's batches are
+    // moved rather than copied and hashed (O(dataset) work that cheap batches feel).
+    if (shard_.num_processes == 1) {
+      s.stream_fingerprint = 0;
+      s.batches = std::move(base);
+    } else {
+      s.stream_fingerprint = fingerprint(base);
+      s.batches = shard_batches(base, batch_size_, drop_last_, shard_);
+    }
     s.position = std::min(s.skip, s.batches.size());
     s.first = s.position;
     s.skip = 0;
