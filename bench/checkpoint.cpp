@@ -1,9 +1,12 @@
 // Checkpoint throughput, with baselines measured in the same run on the same directory:
 //  - save_state of a model (default 1 GB of fp32 weights) plus its Adam state, against writing
 //    the same number of bytes sequentially with write() + fsync;
-//  - load_state of that checkpoint, against reading the same number of bytes with read();
+//  - load_state of that checkpoint, against reading the same number of bytes with read(), into the
+//    running optimizer and into a fresh one (as a resumed process has);
 //  - a safetensors file read by memory map (acc::safetensors::MappedFile, then one pass over the
-//    values) against read() into freshly allocated tensors and the same pass.
+//    values) against read() into freshly allocated tensors and the same pass;
+//  - the optimizer's part of load_state against loading the same optimizer from libtorch's
+//    archive (how checkpoints stored it before optimizer.safetensors).
 // Usage: acc_bench_checkpoint [--gib 1.0] [--dir DIR] [--repeat 3]. Prints ratios (>= 0.7 is the
 // target for save and load: the checkpoint code adds at most 30% over raw I/O).
 #include <torch/torch.h>
@@ -62,6 +65,21 @@ double raw_read(const std::string& path, std::vector<char>& block) {
   while (::read(fd, block.data(), block.size()) > 0) {
   }
   ::close(fd);
+  return seconds_since(start);
+}
+
+// read() into memory allocated for it (what a resumed process must do: its page faults count).
+double raw_read_fresh(const std::string& path, uint64_t bytes) {
+  const auto start = std::chrono::steady_clock::now();
+  char* memory = static_cast<char*>(std::malloc(bytes));
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  for (uint64_t done = 0; done < bytes;) {
+    const ssize_t n = ::read(fd, memory + done, std::min<uint64_t>(bytes - done, 1u << 30));
+    if (n <= 0) break;
+    done += static_cast<uint64_t>(n);
+  }
+  ::close(fd);
+  std::free(memory);
   return seconds_since(start);
 }
 
@@ -133,9 +151,20 @@ int main(int argc, char** argv) {
     accelerator.load_state(checkpoint);
     return seconds_since(start);
   });
+  // A resumed process has no optimizer state yet: its load allocates (page faults) instead of
+  // copying into the state already there. One load each, so nothing is reused.
+  const double fresh_load = best_of(repeat, [&] {
+    torch::optim::Adam fresh(model->parameters(), 1e-3);
+    acc::Accelerator resumed(acc::AcceleratorOptions().cpu(true));
+    resumed.prepare(model, fresh);
+    const auto start = std::chrono::steady_clock::now();
+    resumed.load_state(checkpoint);
+    return seconds_since(start);
+  });
   std::vector<char> block(8 << 20, 1);
   const double write = best_of(repeat, [&] { return raw_write(dir + "/raw.bin", block, bytes); });
   const double read = best_of(repeat, [&] { return raw_read(dir + "/raw.bin", block); });
+  const double read_fresh = best_of(repeat, [&] { return raw_read_fresh(dir + "/raw.bin", bytes); });
   const std::string weights = checkpoint + "/model.safetensors";
   const double mapped = best_of(repeat, [&] { return mapped_read_and_sum(weights); });
   const double copied = best_of(repeat, [&] { return copy_read_and_sum(weights); });
@@ -146,6 +175,22 @@ int main(int argc, char** argv) {
     return seconds_since(start);
   });
   const double weights_gb = fs::file_size(weights) / 1e9;
+  // The optimizer through libtorch's archive alone, as load_state stored it before the state
+  // tensors moved to optimizer.safetensors: the baseline for that change, in the same run.
+  const std::string archive_path = dir + "/optimizer_archive.bin";
+  {
+    torch::serialize::OutputArchive archive;
+    optimizer.save(archive);
+    archive.save_to(archive_path);
+  }
+  const double archive_gb = fs::file_size(archive_path) / 1e9;
+  const double archive_load = best_of(repeat, [&] {
+    const auto start = std::chrono::steady_clock::now();
+    torch::serialize::InputArchive archive;
+    archive.load_from(archive_path);
+    optimizer.load(archive);
+    return seconds_since(start);
+  });
 
   const double gb = bytes / 1e9;
   std::cout << "checkpoint: " << gb << " GB (" << layers << " x Linear(" << width << ", " << width
@@ -154,10 +199,17 @@ int main(int argc, char** argv) {
             << " GB/s   ratio " << write / save << "\n"
             << "load_state  " << gb / load << " GB/s   raw read        " << gb / read
             << " GB/s   ratio " << read / load << "\n"
+            << "load_state into a fresh optimizer " << gb / fresh_load << " GB/s   raw read into new memory "
+            << gb / read_fresh << " GB/s   ratio " << read_fresh / fresh_load << " (to raw read " << read / fresh_load
+            << ")\n"
             << "weights read+sum: mmap " << mapped << " s, read() copy " << copied
             << " s   copy/mmap time ratio " << copied / mapped << "\n"
             << "weights only: load_checkpoint_in_model " << weights_gb / weights_load
-            << " GB/s   ratio to raw read " << (weights_gb / weights_load) / (gb / read) << "\n";
+            << " GB/s   ratio to raw read " << (weights_gb / weights_load) / (gb / read) << "\n"
+            << "optimizer only: in load_state (load_state - weights) " << (gb - weights_gb) / (load - weights_load)
+            << " GB/s   ratio to raw read " << ((gb - weights_gb) / (load - weights_load)) / (gb / read) << "\n"
+            << "optimizer only: libtorch archive (before)             " << archive_gb / archive_load
+            << " GB/s   ratio to raw read " << (archive_gb / archive_load) / (gb / read) << "\n";
   remove_tree(dir);
   return 0;
 }

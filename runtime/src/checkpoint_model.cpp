@@ -15,6 +15,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "checkpoint_copy.h"
 #include "checkpoint_io.h"
 
 namespace fs = std::filesystem;
@@ -308,7 +309,7 @@ LoadReport load_checkpoint_in_model(torch::nn::Module& module, const std::string
                           "matching keys only.");
   }
   torch::NoGradGuard no_grad;
-  for (auto& [destination, source] : copies) destination.copy_(source);
+  for (auto& [destination, source] : copies) detail::copy_into(destination, source);
   return report;
 }
 

@@ -17,6 +17,8 @@
 #include <acc/state.h>
 
 #include "checkpoint_io.h"
+#include "checkpoint_loaders.h"
+#include "checkpoint_optimizer.h"
 
 namespace fs = std::filesystem;
 
@@ -28,7 +30,6 @@ std::string numbered(const std::string& stem, size_t index, const std::string& e
 }
 
 std::string rank_file(int rank) { return "random_states_" + std::to_string(rank) + ".bin"; }
-std::string loader_file(int rank) { return "sampler_" + std::to_string(rank) + ".bin"; }
 
 void save_archive(const SaveFunction& save, const std::string& path) {
   torch::serialize::OutputArchive archive;
@@ -143,14 +144,32 @@ void CheckpointRegistry::add(std::vector<Entry>& list, const void* identity, Sav
   list.push_back(Entry{identity, std::move(save), std::move(load)});
 }
 
+void CheckpointRegistry::add_data_loader(const std::shared_ptr<detail::ShardEpoch>& position) {
+  loaders_.erase(std::remove_if(loaders_.begin(), loaders_.end(),
+                                [](const auto& loader) { return loader.expired(); }),
+                 loaders_.end());
+  for (const auto& loader : loaders_) {
+    if (loader.lock() == position) return;  // prepared twice
+  }
+  loaders_.push_back(position);
+}
+
+std::vector<std::shared_ptr<detail::ShardEpoch>> CheckpointRegistry::data_loaders() const {
+  std::vector<std::shared_ptr<detail::ShardEpoch>> alive;
+  for (const auto& loader : loaders_) {
+    if (auto position = loader.lock()) alive.push_back(std::move(position));
+  }
+  return alive;
+}
+
 void CheckpointRegistry::add_model(torch::nn::Module& model) {
   if (std::find(models_.begin(), models_.end(), &model) == models_.end()) models_.push_back(&model);
 }
 
 void CheckpointRegistry::add_optimizer(torch::optim::Optimizer& optimizer) {
-  add(optimizers_, &optimizer,
-      [&optimizer](torch::serialize::OutputArchive& archive) { optimizer.save(archive); },
-      [&optimizer](torch::serialize::InputArchive& archive) { optimizer.load(archive); });
+  if (std::find(optimizers_.begin(), optimizers_.end(), &optimizer) == optimizers_.end()) {
+    optimizers_.push_back(&optimizer);
+  }
 }
 
 std::string latest_checkpoint(const std::string& project_dir) {
@@ -193,12 +212,15 @@ std::string save_training_state(CheckpointContext& context, const std::string& d
       write(numbered("model", i, ".safetensors"),
             [&](const std::string& path) { save_model_file(*registry.models()[i], path); });
     }
-    const std::pair<const char*, const std::vector<CheckpointRegistry::Entry>*> shared[] = {
-        {"optimizer", &registry.optimizers()}, {"scheduler", &registry.schedulers()}};
-    for (const auto& [stem, entries] : shared) {
-      for (size_t i = 0; i < entries->size(); ++i) {
-        write(numbered(stem, i, ".bin"), [&](const std::string& path) { save_archive((*entries)[i].save, path); });
-      }
+    for (size_t i = 0; i < registry.optimizers().size(); ++i) {
+      const auto tensors = out->file(numbered("optimizer", i, ".safetensors"));
+      const auto rest = out->file(numbered("optimizer", i, ".libtorch.bin"));
+      detail::save_optimizer_state(*registry.optimizers()[i], tensors, rest);
+      written.insert(written.end(), {tensors, rest});
+    }
+    for (size_t i = 0; i < registry.schedulers().size(); ++i) {
+      write(numbered("scheduler", i, ".bin"),
+            [&](const std::string& path) { save_archive(registry.schedulers()[i].save, path); });
     }
     for (size_t i = 0; i < registry.custom().size(); ++i) {
       write("custom_checkpoint_" + std::to_string(i) + ".bin",
@@ -206,18 +228,12 @@ std::string save_training_state(CheckpointContext& context, const std::string& d
     }
   }
   write(rank_file(state.process_index()), [&](const std::string& path) { save_rank_state(context, path); });
-  if (!registry.data_loaders().empty()) {
-    write(loader_file(state.process_index()), [&](const std::string& path) {
-      save_archive(
-          [&](torch::serialize::OutputArchive& archive) {
-            for (size_t i = 0; i < registry.data_loaders().size(); ++i) {
-              torch::serialize::OutputArchive nested;
-              registry.data_loaders()[i].save(nested);
-              archive.write("loader_" + std::to_string(i), nested);
-            }
-          },
-          path);
-    });
+  if (const auto loaders = registry.data_loaders(); !loaders.empty()) {
+    const auto positions = detail::gather_loader_positions(loaders);
+    for (size_t i = 0; writer && i < loaders.size(); ++i) {
+      write(numbered("sampler", i, ".bin"),
+            [&](const std::string& path) { detail::save_loader_position(positions, i, path); });
+    }
   }
   CheckpointDirectoryWriter::sync_files(written);
   state.wait_for_everyone();
@@ -264,27 +280,24 @@ std::string load_training_state(CheckpointContext& context, const std::string& d
     require_file(path);
     load_checkpoint_in_model(*registry.models()[i], path, /*strict=*/true);
   }
-  const std::pair<const char*, const std::vector<CheckpointRegistry::Entry>*> shared[] = {
-      {"optimizer", &registry.optimizers()}, {"scheduler", &registry.schedulers()}};
-  for (const auto& [stem, entries] : shared) {
-    for (size_t i = 0; i < entries->size(); ++i) {
-      load_archive((*entries)[i].load, (dir / numbered(stem, i, ".bin")).string(), context.device);
-    }
+  for (size_t i = 0; i < registry.optimizers().size(); ++i) {
+    const auto tensors = (dir / numbered("optimizer", i, ".safetensors")).string();
+    const auto rest = (dir / numbered("optimizer", i, ".libtorch.bin")).string();
+    require_file(tensors);
+    require_file(rest);
+    detail::load_optimizer_state(*registry.optimizers()[i], tensors, rest, context.device);
+  }
+  for (size_t i = 0; i < registry.schedulers().size(); ++i) {
+    load_archive(registry.schedulers()[i].load, (dir / numbered("scheduler", i, ".bin")).string(), context.device);
   }
   for (size_t i = 0; i < registry.custom().size(); ++i) {
     load_archive(registry.custom()[i].load, (dir / ("custom_checkpoint_" + std::to_string(i) + ".bin")).string(),
                  c10::Device(c10::kCPU));
   }
-  if (!registry.data_loaders().empty()) {
-    load_archive(
-        [&](torch::serialize::InputArchive& archive) {
-          for (size_t i = 0; i < registry.data_loaders().size(); ++i) {
-            torch::serialize::InputArchive nested;
-            archive.read("loader_" + std::to_string(i), nested);
-            registry.data_loaders()[i].load(nested);
-          }
-        },
-        (dir / loader_file(state.process_index())).string(), c10::Device(c10::kCPU));
+  const auto loaders = registry.data_loaders();
+  for (size_t i = 0; i < loaders.size(); ++i) {
+    detail::load_loader_position(*loaders[i], (dir / numbered("sampler", i, ".bin")).string(),
+                                 state.process_index(), state.num_processes());
   }
   load_rank_state(context, (dir / rank_file(state.process_index())).string());
   const auto number = checkpoint_number(dir.filename().string());

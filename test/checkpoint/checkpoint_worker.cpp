@@ -2,14 +2,18 @@
 //   save-loop <project>           saves automatic checkpoints forever (killed by the test); each
 //                                 checkpoint's weights all equal its step number
 //   verify <project>              load_state() of the newest complete checkpoint, checks it
-//   train <dir> <K> <N> <out>     trains K steps, save_state(dir), continues to N, writes out
-//   train-kill <dir> <K>          trains K steps, save_state(dir), then SIGKILLs itself
-//   resume <dir> <N> <out>        load_state(dir), continues to N, writes the weights to out
+//   train <dir> <K> <N> <out>     trains K steps, save_state(dir) inside the epoch's loop,
+//                                 continues the same loop to N, writes the weights to out
+//   train-kill <dir> <K>          trains K steps, save_state(dir) inside the loop, SIGKILLs itself
+//   resume <dir> <N> <out>        load_state(dir), loops over the loader (which continues inside
+//                                 the saved epoch) to N, writes the weights to out
 // Exits 0 on success; prints "FAIL: ..." and exits 1 otherwise.
 #include <torch/torch.h>
 
 #include <csignal>
 #include <cstdlib>
+#include <functional>
+#include <memory>
 #include <iostream>
 #include <string>
 
@@ -76,19 +80,26 @@ int verify(const std::string& project) {
 }
 
 // --- exact resume --------------------------------------------------------------------------
-// A model with dropout (global generator), shuffled data (per-epoch generator), Adam and a
-// prepared StepLR scheduler; the data position is registered as a pair of functions.
+// A model with dropout (global generator), shuffled data from a prepared loader (RandomSampler),
+// Adam and a prepared StepLR scheduler. Only the step counter is registered: the loader's epoch
+// and position come back from the checkpoint by themselves (no skip_first_batches here).
+struct Samples : torch::data::datasets::Dataset<Samples> {
+  torch::Tensor inputs, targets;
+  torch::data::Example<> get(size_t index) override { return {inputs[index], targets[index]}; }
+  std::optional<size_t> size() const override { return inputs.size(0); }
+};
+
 struct Run {
   acc::Accelerator accelerator{options()};
   torch::nn::Sequential model{torch::nn::Linear(8, 32), torch::nn::ReLU(), torch::nn::Dropout(0.3),
                               torch::nn::Linear(32, 1)};
   acc::Optimizer<torch::optim::Adam> optimizer{model->parameters(), 1e-2};
   acc::Scheduler<torch::optim::StepLR> scheduler{optimizer, 3, 0.5};
-  torch::Tensor inputs, targets;
-  int64_t step = 0;
-  int64_t epoch = 0;
-  int64_t batch = 0;  // batches of this epoch already consumed by this rank
   static constexpr int64_t kSamples = 40, kBatch = 4;
+  std::unique_ptr<acc::DataLoader<torch::data::datasets::MapDataset<Samples, torch::data::transforms::Stack<>>,
+                                  torch::data::samplers::RandomSampler>>
+      loader;
+  int64_t step = 0;
 
   Run() {
     torch::manual_seed(1234);  // identical initial weights on every rank (also broadcast)
@@ -97,45 +108,36 @@ struct Run {
       p.uniform_(-0.3, 0.3);
     }
     auto data = torch::Generator(at::detail::createCPUGenerator(7));
-    inputs = torch::randn({kSamples, 8}, data);
-    targets = inputs.sum(1, true).sin();
+    Samples samples;
+    samples.inputs = torch::randn({kSamples, 8}, data);
+    samples.targets = samples.inputs.sum(1, true).sin();
     accelerator.prepare(model, optimizer, scheduler);
+    // Prepared after the generator has moved: its shuffle seed differs from the first run's
+    // unless load_state restores it.
+    torch::randn({3});
+    loader = accelerator.prepare_data_loader(samples.map(torch::data::transforms::Stack<>()),
+                                             torch::data::DataLoaderOptions(kBatch));
     accelerator.register_for_checkpointing(
-        [this](torch::serialize::OutputArchive& archive) {
-          archive.write("step", c10::IValue(step));
-          archive.write("epoch", c10::IValue(epoch));
-          archive.write("batch", c10::IValue(batch));
-        },
+        [this](torch::serialize::OutputArchive& archive) { archive.write("step", c10::IValue(step)); },
         [this](torch::serialize::InputArchive& archive) {
           c10::IValue value;
           archive.read("step", value);
           step = value.toInt();
-          archive.read("epoch", value);
-          epoch = value.toInt();
-          archive.read("batch", value);
-          batch = value.toInt();
         });
     acc::set_seed(99, /*device_specific=*/true);  // dropout masks differ per rank
   }
 
-  void train_until(int64_t last_step) {
-    const int64_t ranks = accelerator.num_processes();
-    const int64_t per_rank = kSamples / kBatch / ranks;
+  // Trains up to `last_step`; at `save_step` (inside the epoch) calls `at_save`.
+  void train_until(int64_t last_step, int64_t save_step = -1, const std::function<void()>& at_save = {}) {
     while (step < last_step) {
-      // The epoch's order depends only on the epoch, so a resumed run redraws the same one.
-      auto order = torch::randperm(kSamples, torch::Generator(at::detail::createCPUGenerator(500 + epoch)));
-      for (; batch < per_rank && step < last_step; ++batch, ++step) {
-        auto index = order.slice(0, (batch * ranks + accelerator.process_index()) * kBatch,
-                                 (batch * ranks + accelerator.process_index() + 1) * kBatch);
+      for (auto& batch : *loader) {
         optimizer.zero_grad();
-        auto loss = torch::mse_loss(model->forward(inputs.index_select(0, index)), targets.index_select(0, index));
+        auto loss = torch::mse_loss(model->forward(batch.data), batch.target);
         accelerator.backward(loss);
         optimizer.step();
         scheduler.step();
-      }
-      if (batch == per_rank) {
-        batch = 0;
-        ++epoch;
+        if (++step == save_step) at_save();
+        if (step == last_step) break;
       }
     }
   }
@@ -155,11 +157,13 @@ int main(int argc, char** argv) {
     if (mode == "verify" && argc == 3) return verify(argv[2]);
     if ((mode == "train" && argc == 6) || (mode == "train-kill" && argc == 4)) {
       Run run;
-      run.train_until(std::stoll(argv[3]));
-      run.accelerator.save_state(argv[2]);
-      if (mode == "train-kill") std::raise(SIGKILL);
-      run.train_until(std::stoll(argv[4]));
-      run.write_weights(argv[5]);
+      const int64_t k = std::stoll(argv[3]);
+      const int64_t last = mode == "train" ? std::stoll(argv[4]) : k;
+      run.train_until(last, k, [&] {
+        run.accelerator.save_state(argv[2]);
+        if (mode == "train-kill") std::raise(SIGKILL);
+      });
+      if (mode == "train") run.write_weights(argv[5]);
       return 0;
     }
     if (mode == "resume" && argc == 5) {

@@ -89,7 +89,8 @@ TEST(SaveState, RestoresModelOptimizerSchedulerRngAndRegisteredObjects) {
 
   EXPECT_EQ(files_in(dir / "ckpt"),
             (std::vector<std::string>{"acc_checkpoint_complete", "custom_checkpoint_0.bin", "model.safetensors",
-                                      "optimizer.bin", "random_states_0.bin", "scheduler.bin"}));
+                                      "optimizer.libtorch.bin", "optimizer.safetensors", "random_states_0.bin",
+                                      "scheduler.bin"}));
   run.steps(3);
   note.text = "changed";
   ASSERT_FALSE(all_equal(saved, run.snapshot()));

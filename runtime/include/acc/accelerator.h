@@ -193,8 +193,10 @@ class Accelerator {
   template <typename Dataset, typename Sampler>
   std::unique_ptr<DataLoader<Dataset, Sampler>> prepare_data_loader(
       Dataset dataset, Sampler sampler, torch::data::DataLoaderOptions options) {
-    return detail::make_prepared_loader(std::move(dataset), std::move(sampler), options,
-                                        loader_context());
+    auto loader = detail::make_prepared_loader(std::move(dataset), std::move(sampler), options,
+                                               loader_context());
+    checkpoints_.add_data_loader(loader->position());  // save_state keeps where it stands
+    return loader;
   }
   /// Stateful datasets cannot be sharded by index: a compile-time error says what to do.
   template <typename Dataset, typename = std::enable_if_t<Dataset::is_stateful>>

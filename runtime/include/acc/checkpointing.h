@@ -1,7 +1,6 @@
 #pragma once
 // Training state for save_state / load_state: what the Accelerator prepared (models, optimizers,
-// schedulers), what the user registered, and the seam where prepared data loaders record their
-// position. File names follow Accelerate's (docs/checkpointing.md).
+// schedulers, data loaders), what the user registered. File names follow Accelerate's (docs/checkpointing.md).
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 #include <torch/optim/schedulers/lr_scheduler.h>
@@ -9,12 +8,14 @@
 #include <torch/serialize/output-archive.h>
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include <acc/checkpoint_model.h>
+#include <acc/data_sharding.h>
 #include <acc/project_configuration.h>
 
 namespace acc {
@@ -43,8 +44,9 @@ struct has_archive_methods<
 }  // namespace detail
 
 /// Everything save_state writes, in registration order. Each kind becomes numbered files:
-/// model.safetensors, model_1.safetensors, ...; optimizer.bin, optimizer_1.bin; scheduler.bin;
-/// sampler.bin (per rank: sampler_{rank}.bin); custom_checkpoint_{i}.bin.
+/// model.safetensors, model_1.safetensors, ...; optimizer.safetensors with optimizer.libtorch.bin,
+/// optimizer_1.*; scheduler.bin;
+/// sampler.bin, sampler_1.bin (one per data loader, a row per rank); custom_checkpoint_{i}.bin.
 class CheckpointRegistry {
  public:
   struct Entry {
@@ -76,11 +78,12 @@ class CheckpointRegistry {
     }
   }
 
-  /// Per-rank state of a prepared data loader (epoch, batches consumed, sampler seed): the seam
-  /// for data_loader.h. Loaded state must make the next iteration continue where it stopped.
-  void add_data_loader(const void* identity, SaveFunction save, LoadFunction load) {
-    add(loaders_, identity, std::move(save), std::move(load));
-  }
+  /// A prepared data loader's position (seed, epoch, batches consumed), saved as sampler.bin,
+  /// sampler_1.bin, ... in preparation order. Held weakly: a destroyed loader drops out, and
+  /// the loaders alive at save time are numbered in the order they were prepared.
+  void add_data_loader(const std::shared_ptr<detail::ShardEpoch>& position);
+  /// The prepared loaders still alive, in preparation order.
+  std::vector<std::shared_ptr<detail::ShardEpoch>> data_loaders() const;
 
   /// register_for_checkpointing: an object with save(OutputArchive&) and load(InputArchive&), or a
   /// pair of functions.
@@ -89,17 +92,16 @@ class CheckpointRegistry {
   }
 
   const std::vector<torch::nn::Module*>& models() const { return models_; }
-  const std::vector<Entry>& optimizers() const { return optimizers_; }
+  const std::vector<torch::optim::Optimizer*>& optimizers() const { return optimizers_; }
   const std::vector<Entry>& schedulers() const { return schedulers_; }
-  const std::vector<Entry>& data_loaders() const { return loaders_; }
   const std::vector<Entry>& custom() const { return custom_; }
 
  private:
   static void add(std::vector<Entry>& list, const void* identity, SaveFunction save, LoadFunction load);
   std::vector<torch::nn::Module*> models_;
-  std::vector<Entry> optimizers_;
+  std::vector<torch::optim::Optimizer*> optimizers_;
   std::vector<Entry> schedulers_;
-  std::vector<Entry> loaders_;
+  std::vector<std::weak_ptr<detail::ShardEpoch>> loaders_;
   std::vector<Entry> custom_;
 };
 
@@ -108,7 +110,8 @@ struct CheckpointContext {
   CheckpointRegistry* registry = nullptr;
   ProjectConfiguration* project = nullptr;
   const PartialState* state = nullptr;
-  /// Device that loaded optimizer state is placed on.
+  /// Device for the tensors of libtorch archives (LBFGS's scalars); optimizer state tensors go to
+  /// their parameter's device.
   c10::Device device = c10::Device(c10::kCPU);
   /// Extra per-rank values stored with the RNG states (Accelerate's `step`).
   std::vector<std::pair<std::string, int64_t>> counters;

@@ -127,6 +127,9 @@ class DataLoader {
   bool end_of_dataloader() const { return state_.end_of_dataloader; }
   int64_t remainder() const { return state_.remainder; }
   const torch::data::DataLoaderOptions& options() const { return options_; }
+  /// The position save_state keeps and load_state restores (Accelerator::prepare_data_loader
+  /// registers it with the CheckpointRegistry).
+  std::shared_ptr<detail::ShardEpoch> position() const { return epoch_; }
   /// Joins libtorch's worker threads.
   void join() { inner_->join(); }
 
@@ -143,12 +146,15 @@ class DataLoader {
     next_.reset();
     inner_it_.emplace(inner_->begin());  // resets the sampler: draws the epoch
     detail::check_same_index_stream(epoch_->stream_fingerprint, epoch_->drawn_epoch);
+    epoch_->iterating = true;
+    epoch_->yielded = epoch_->first;
     if (context_.gradient_state) {
       detail::begin_dataloader(*context_.gradient_state, &state_);
       registered_ = true;
     }
     current_ = pull();
     if (!current_) return;
+    ++epoch_->yielded;
     place(*current_);
     next_ = pull();
     state_.end_of_dataloader = !next_;
@@ -158,6 +164,7 @@ class DataLoader {
   bool advance() {
     if (!next_) return false;
     current_ = std::move(next_);
+    ++epoch_->yielded;
     place(*current_);
     next_ = pull();
     state_.end_of_dataloader = !next_;
@@ -165,6 +172,7 @@ class DataLoader {
   }
 
   void finish() {
+    epoch_->iterating = false;
     if (registered_) detail::end_dataloader(*context_.gradient_state, &state_);
     registered_ = false;
   }

@@ -61,7 +61,11 @@ struct ShardEpoch {
   bool drawn = false;
   uint64_t stream_fingerprint = 0;
   std::vector<IndexBatch> batches;  // this rank's batches of the drawn epoch
-  size_t position = 0;
+  size_t position = 0;            // next batch the sampler hands libtorch (runs ahead: prefetch)
+  size_t first = 0;               // batches of the drawn epoch skipped at reset()
+  // Kept by the loader, not the sampler: libtorch's workers fetch ahead of what the loop sees.
+  bool iterating = false;         // a loop is inside the drawn epoch
+  size_t yielded = 0;             // batches of the drawn epoch handed to the loop, skipped included
 };
 }  // namespace detail
 
@@ -99,9 +103,17 @@ class BatchSamplerShard : public torch::data::samplers::Sampler<IndexBatch> {
       }
     });
     if (drop_last_ && !base.empty() && base.back().size() < batch_size_) base.pop_back();
-    s.stream_fingerprint = fingerprint(base);
-    s.batches = shard_batches(base, batch_size_, drop_last_, shard_);
+    // One process: nothing to shard and no rank to compare with, so the epoch's batches are
+    // moved rather than copied and hashed (O(dataset) work that cheap batches feel).
+    if (shard_.num_processes == 1) {
+      s.stream_fingerprint = 0;
+      s.batches = std::move(base);
+    } else {
+      s.stream_fingerprint = fingerprint(base);
+      s.batches = shard_batches(base, batch_size_, drop_last_, shard_);
+    }
     s.position = std::min(s.skip, s.batches.size());
+    s.first = s.position;
     s.skip = 0;
     s.drawn = true;
     s.drawn_epoch = s.epoch;
