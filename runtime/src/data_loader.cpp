@@ -64,7 +64,6 @@ detail::LoaderContext Accelerator::loader_context() const {
   context.shard.process_index = process_index();
   context.shard.split_batches = options_.split_batches();
   context.shard.even_batches = options_.even_batches();
-  context.seed = detail::shared_data_seed();
   return context;
 }
 

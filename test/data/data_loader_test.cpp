@@ -194,6 +194,21 @@ TEST(PreparedLoader, ShufflesDifferentlyEachEpochAndSetEpochReplays) {
   for (size_t i = 0; i < all.size(); ++i) ASSERT_EQ(all[i], i);
 }
 
+TEST(PreparedLoader, OnlyAShufflingLoaderDrawsItsSeedFromTheUsersGenerator) {
+  // Accelerate seeds only samplers that shuffle; an in-order loader must leave the random stream
+  // as the program without acc had it (datasets made after the loader stay the same).
+  acc::Accelerator accelerator(single_process());
+  torch::manual_seed(7);
+  const auto reference = torch::rand({3});
+  torch::manual_seed(7);
+  auto in_order = accelerator.prepare_data_loader<SequentialSampler>(Indices(10), 4);
+  EXPECT_TRUE(torch::equal(torch::rand({3}), reference)) << "an in-order loader drew a seed";
+  torch::manual_seed(7);
+  auto shuffled = accelerator.prepare_data_loader(Indices(10), 4);
+  EXPECT_FALSE(torch::equal(torch::rand({3}), reference))
+      << "a shuffling loader must take its seed from torch's generator, so set_seed decides it";
+}
+
 TEST(PreparedLoader, SkipFirstBatchesResumesOnceThenIteratesFully) {
   acc::Accelerator accelerator(single_process());
   auto loader = accelerator.prepare_data_loader<SequentialSampler>(Indices(10), 3);

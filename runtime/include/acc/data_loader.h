@@ -8,11 +8,13 @@
 #include <torch/data/dataloader/stateless.h>
 #include <torch/data/dataloader_options.h>
 #include <torch/data/iterator.h>
+#include <torch/data/samplers/sequential.h>
 
 #include <cstdint>
 #include <iterator>
 #include <memory>
 #include <optional>
+#include <type_traits>
 #include <utility>
 
 #include <acc/data_loader_state.h>
@@ -214,6 +216,11 @@ std::unique_ptr<DataLoader<Dataset, Sampler>> make_prepared_loader(
                 "batches, so acc cannot give each rank different ones. Shard it yourself (e.g. "
                 "read only the files of accelerator.process_index()) and use "
                 "torch::data::make_data_loader, or make it a map-style Dataset with get(index).");
+  // As Accelerate, draw the shared shuffle seed from torch's generator only for a sampler that may
+  // shuffle: an in-order loader leaves the user's random stream as one process without acc had it.
+  if constexpr (!std::is_same_v<Sampler, torch::data::samplers::SequentialSampler>) {
+    context.seed = shared_data_seed();
+  }
   BatchSamplerShard<Sampler> shard(std::move(sampler), options.batch_size(), options.drop_last(),
                                    context.shard, context.seed);
   return std::make_unique<DataLoader<Dataset, Sampler>>(std::move(dataset), std::move(shard),
