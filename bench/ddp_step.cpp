@@ -25,6 +25,7 @@
 
 #include <acc/acc.h>
 
+#include "mlp.h"
 #include "timing.h"
 
 #include "process_group.h"
@@ -38,16 +39,6 @@ constexpr int kLayers = 16;
 constexpr int kWidth = 256;
 constexpr int kBatch = 64;
 
-torch::nn::Sequential make_mlp() {
-  torch::nn::Sequential model;
-  for (int i = 0; i < kLayers; ++i) {
-    model->push_back(torch::nn::Linear(kWidth, kWidth));
-    if (i + 1 < kLayers) model->push_back(torch::nn::Tanh());
-  }
-  return model;
-}
-
-
 int run_rank(int steps) {
   acc::Accelerator accelerator;
   auto* group = accelerator.state().process_group();
@@ -56,7 +47,7 @@ int run_rank(int steps) {
   auto x = torch::randn({kBatch, kWidth});
 
   struct Variant {
-    torch::nn::Sequential model = make_mlp();
+    torch::nn::Sequential model = acc::bench::make_tanh_mlp(kLayers, kWidth);
     std::unique_ptr<acc::Optimizer<torch::optim::SGD>> optimizer;
     std::function<void()> after_backward = [] {};
     std::vector<double> times;

@@ -25,6 +25,8 @@
 
 #include <acc/acc.h>
 
+#include "held_bytes.h"
+#include "mlp.h"
 #include "spawn.h"
 #include "timing.h"
 
@@ -34,34 +36,6 @@ using acc::bench::median;
 constexpr int kLayers = 12;
 constexpr int kWidth = 2048;  // 12 x (2048 x 2048 + 2048) = 50.4M parameters
 constexpr int kBatch = 16;
-
-torch::nn::Sequential make_mlp() {
-  torch::nn::Sequential model;
-  for (int i = 0; i < kLayers; ++i) {
-    model->push_back(torch::nn::Linear(kWidth, kWidth));
-    if (i + 1 < kLayers) model->push_back(torch::nn::Tanh());
-  }
-  return model;
-}
-
-int64_t bytes(const torch::Tensor& t) { return t.defined() ? t.numel() * t.element_size() : 0; }
-
-int64_t held_bytes(torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
-  int64_t total = 0;
-  for (const auto& p : model.parameters()) total += bytes(p.grad());
-  for (const auto& group : optimizer.param_groups()) {
-    for (const auto& p : group.params()) {
-      bool in_model = false;
-      for (const auto& m : model.parameters()) in_model = in_model || m.is_same(p);
-      if (!in_model) total += bytes(p.grad());
-    }
-  }
-  for (const auto& [key, state] : optimizer.state()) {
-    const auto& adam = static_cast<const torch::optim::AdamParamState&>(*state);
-    total += bytes(adam.exp_avg()) + bytes(adam.exp_avg_sq()) + bytes(adam.max_exp_avg_sq());
-  }
-  return total;
-}
 
 double peak_rss_mb() {
   std::ifstream status("/proc/self/status");
@@ -79,7 +53,7 @@ int run_rank(const std::string& strategy, int steps) {
   }
   acc::Accelerator accelerator(options);
   torch::manual_seed(0);
-  auto model = make_mlp();
+  auto model = acc::bench::make_tanh_mlp(kLayers, kWidth);
   acc::Optimizer<torch::optim::Adam> optimizer(model->parameters(), torch::optim::AdamOptions(1e-4));
   accelerator.prepare(model, optimizer);
   auto x = torch::randn({kBatch, kWidth});
@@ -100,7 +74,8 @@ int run_rank(const std::string& strategy, int steps) {
       times.push_back(ms);
       backward_times.push_back(backward_ms);
     }
-    held = held_bytes(*model, optimizer);  // after the step, before the next zero_grad
+    // After the step, before the next zero_grad.
+    held = acc::testing::gradient_and_adam_state_bytes(*model, optimizer);
   }
   // One line per rank; the parent reads rank 0's (every rank holds the same amount up to padding).
   std::printf("RESULT %lld %.1f %.2f %.2f\n", static_cast<long long>(held), peak_rss_mb(), median(times),

@@ -11,16 +11,13 @@
 
 #include <acc/acc.h>
 
+#include "../support/held_bytes.h"
+#include "../support/worker_checks.h"
+
 namespace {
 
-[[noreturn]] void fail(const std::string& message) {
-  std::cout << "FAIL: " << message << std::endl;
-  std::exit(1);
-}
-
-void expect(bool condition, const std::string& message) {
-  if (!condition) fail(message);
-}
+using acc::testing::expect;
+using acc::testing::fail;
 
 // More than 20 parameter tensors of mixed sizes: biases of 1, 2 and 3 elements and a 0-dim scalar
 // are smaller than the number of ranks, so some ranks hold none of them.
@@ -63,28 +60,6 @@ void expect_equal_across_ranks(acc::Accelerator& accelerator, const std::vector<
   for (int64_t r = 1; r < all.size(0); ++r) {
     expect(torch::equal(all[r], all[0]), what + ": rank " + std::to_string(r) + " differs from rank 0");
   }
-}
-
-int64_t bytes(const torch::Tensor& t) { return t.defined() ? t.numel() * t.element_size() : 0; }
-
-// Gradient and Adam-state bytes this rank holds for a prepared model and its optimizer: the
-// model parameters' .grad, the optimizer's parameters' .grad (shard pieces under SHARD_GRAD_OP)
-// and every state tensor.
-int64_t held_bytes(torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
-  int64_t total = 0;
-  for (const auto& p : model.parameters()) total += bytes(p.grad());
-  for (const auto& group : optimizer.param_groups()) {
-    for (const auto& p : group.params()) {
-      bool is_model_param = false;
-      for (const auto& m : model.parameters()) is_model_param = is_model_param || m.is_same(p);
-      if (!is_model_param) total += bytes(p.grad());
-    }
-  }
-  for (const auto& [key, state] : optimizer.state()) {
-    const auto& adam = static_cast<const torch::optim::AdamParamState&>(*state);
-    total += bytes(adam.exp_avg()) + bytes(adam.exp_avg_sq()) + bytes(adam.max_exp_avg_sq());
-  }
-  return total;
 }
 
 acc::ShardingStrategy strategy_named(const std::string& name) {
@@ -150,7 +125,7 @@ Trained train_prepared(std::optional<acc::FullyShardedDataParallelPlugin> plugin
       }
       if (step == kSteps - 1 && micro == micro_steps - 1) {
         optimizer.step();
-        out.held = held_bytes(*model, optimizer);  // before zero_grad drops the gradients
+        out.held = acc::testing::gradient_and_adam_state_bytes(*model, optimizer);  // before zero_grad drops the gradients
         optimizer.zero_grad();
         continue;
       }

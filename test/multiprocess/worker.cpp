@@ -14,16 +14,12 @@
 
 #include <acc/acc.h>
 
+#include "../support/worker_checks.h"
+
 namespace {
 
-[[noreturn]] void fail(const std::string& message) {
-  std::cout << "FAIL: " << message << std::endl;
-  std::exit(1);
-}
-
-void expect(bool condition, const std::string& message) {
-  if (!condition) fail(message);
-}
+using acc::testing::expect;
+using acc::testing::fail;
 
 int env_int(const char* name) { return std::atoi(std::getenv(name)); }
 
