@@ -5,12 +5,6 @@
 // defines them.
 #include "checkpoint_optimizer.h"
 
-#include <torch/optim/adagrad.h>
-#include <torch/optim/adam.h>
-#include <torch/optim/adamw.h>
-#include <torch/optim/lbfgs.h>
-#include <torch/optim/rmsprop.h>
-#include <torch/optim/sgd.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
@@ -24,39 +18,10 @@
 #include <acc/safetensors.h>
 
 #include "checkpoint_copy.h"
+#include "optimizer_state_fields.h"
 
 namespace acc::detail {
 namespace {
-
-// The tensor fields of a libtorch ParamState, by reference (TORCH_ARG's mutable getters).
-struct Fields {
-  std::vector<std::pair<const char*, at::Tensor*>> tensors;
-  std::vector<std::pair<const char*, std::deque<at::Tensor>*>> deques;
-};
-
-Fields fields_of(torch::optim::OptimizerParamState& state) {
-  using namespace torch::optim;
-  if (auto* s = dynamic_cast<SGDParamState*>(&state)) return {{{"momentum_buffer", &s->momentum_buffer()}}, {}};
-  if (auto* s = dynamic_cast<AdamParamState*>(&state)) {
-    return {{{"exp_avg", &s->exp_avg()}, {"exp_avg_sq", &s->exp_avg_sq()}, {"max_exp_avg_sq", &s->max_exp_avg_sq()}},
-            {}};
-  }
-  if (auto* s = dynamic_cast<AdamWParamState*>(&state)) {
-    return {{{"exp_avg", &s->exp_avg()}, {"exp_avg_sq", &s->exp_avg_sq()}, {"max_exp_avg_sq", &s->max_exp_avg_sq()}},
-            {}};
-  }
-  if (auto* s = dynamic_cast<AdagradParamState*>(&state)) return {{{"sum", &s->sum()}}, {}};
-  if (auto* s = dynamic_cast<RMSpropParamState*>(&state)) {
-    return {{{"square_avg", &s->square_avg()}, {"momentum_buffer", &s->momentum_buffer()}, {"grad_avg", &s->grad_avg()}},
-            {}};
-  }
-  if (auto* s = dynamic_cast<LBFGSParamState*>(&state)) {
-    // ro and al are scalars: they stay in the archive.
-    return {{{"d", &s->d()}, {"H_diag", &s->H_diag()}, {"prev_flat_grad", &s->prev_flat_grad()}},
-            {{"old_dirs", &s->old_dirs()}, {"old_stps", &s->old_stps()}}};
-  }
-  return {};  // another optimizer: libtorch's archive keeps all of it
-}
 
 // Every parameter with state, numbered across the param groups in order (the numbering that
 // survives into a new process, unlike libtorch's TensorImpl addresses).
