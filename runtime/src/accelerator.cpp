@@ -9,6 +9,7 @@
 
 #include "fsdp_engine.h"
 #include "fsdp_grad_clip.h"
+#include "fsdp_state_dict.h"
 #include "gradient_state.h"
 #include "model_sync.h"
 #include "process_group.h"
@@ -32,12 +33,6 @@ bool shards_gradients(const ResolvedOptions& resolved) {
   return resolved.use_fsdp && (resolved.fsdp.sharding_strategy == ShardingStrategy::SHARD_GRAD_OP ||
                                resolved.fsdp.sharding_strategy == ShardingStrategy::HYBRID_SHARD_ZERO2);
 }
-
-const char* kShardedCheckpointError =
-    "acc: save_state/load_state with an FSDP-sharded optimizer (SHARD_GRAD_OP, HYBRID_SHARD_ZERO2) "
-    "is not in this version of acc yet: FSDP optimizer state dicts (FULL_STATE_DICT, "
-    "SHARDED_STATE_DICT) come later. save_model works (parameters are full); for resumable "
-    "checkpoints use FSDP_SHARDING_STRATEGY=NO_SHARD or DDP";
 
 // Testing hook: the grad scaler normally runs only for fp16 on CUDA. Tests force it on CPU tensors
 // (with fp16 requested) to check its logic where no GPU is.
@@ -148,17 +143,23 @@ void Accelerator::unscale_gradients() {
 // Accelerate's `step` (where the accumulation cycle stands) is saved per rank, so that a resumed
 // run synchronises on the same batches as an uninterrupted one.
 std::string Accelerator::save_state(const std::string& output_dir) {
-  if (fsdp_ && fsdp_->has_sharded_optimizer()) throw ConfigError(kShardedCheckpointError);
-  CheckpointContext context{&checkpoints_, &project_, &state_, device(), {{"step", gradient_state_->step}}};
+  auto layout = fsdp_state_dicts();
+  CheckpointContext context{&checkpoints_, &project_, &state_, device(), {{"step", gradient_state_->step}}, layout.get()};
   return save_training_state(context, output_dir);
 }
 
 std::string Accelerator::load_state(const std::string& input_dir) {
-  if (fsdp_ && fsdp_->has_sharded_optimizer()) throw ConfigError(kShardedCheckpointError);
-  CheckpointContext context{&checkpoints_, &project_, &state_, device(), {{"step", gradient_state_->step}}};
+  auto layout = fsdp_state_dicts();
+  CheckpointContext context{&checkpoints_, &project_, &state_, device(), {{"step", gradient_state_->step}}, layout.get()};
   auto directory = load_training_state(context, input_dir);
   gradient_state_->step = context.counters[0].second;
   return directory;
+}
+
+// Under FSDP, whatever the number of processes, checkpoints follow fsdp_state_dict_type.
+std::unique_ptr<detail::FsdpStateDicts> Accelerator::fsdp_state_dicts() {
+  if (!resolved_.use_fsdp) return nullptr;
+  return std::make_unique<detail::FsdpStateDicts>(resolved_.fsdp.state_dict_type, fsdp_.get());
 }
 
 bool Accelerator::sync_gradients() const { return gradient_state_->sync_gradients; }

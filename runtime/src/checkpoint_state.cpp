@@ -19,6 +19,7 @@
 #include "checkpoint_io.h"
 #include "checkpoint_loaders.h"
 #include "checkpoint_optimizer.h"
+#include "fsdp_state_dict.h"
 
 namespace fs = std::filesystem;
 
@@ -207,7 +208,15 @@ std::string save_training_state(CheckpointContext& context, const std::string& d
     how(path);
     written.push_back(path);
   };
-  if (writer) {
+  if (context.fsdp) {  // collective: every rank takes part
+    auto file = [&](const std::string& name) { return written.emplace_back(out->file(name)); };
+    for (size_t i = 0; i < registry.models().size(); ++i) {
+      context.fsdp->save_model(*registry.models()[i], numbered("model", i, ""), writer, file);
+    }
+    for (size_t i = 0; i < registry.optimizers().size(); ++i) {
+      context.fsdp->save_optimizer(*registry.optimizers()[i], numbered("optimizer", i, ""), writer, file);
+    }
+  } else if (writer) {
     for (size_t i = 0; i < registry.models().size(); ++i) {
       write(numbered("model", i, ".safetensors"),
             [&](const std::string& path) { save_model_file(*registry.models()[i], path); });
@@ -218,6 +227,8 @@ std::string save_training_state(CheckpointContext& context, const std::string& d
       detail::save_optimizer_state(*registry.optimizers()[i], tensors, rest);
       written.insert(written.end(), {tensors, rest});
     }
+  }
+  if (writer) {
     for (size_t i = 0; i < registry.schedulers().size(); ++i) {
       write(numbered("scheduler", i, ".bin"),
             [&](const std::string& path) { save_archive(registry.schedulers()[i].save, path); });
@@ -275,12 +286,18 @@ std::string load_training_state(CheckpointContext& context, const std::string& d
                           " marker: its save was interrupted or it was not written by save_state");
   }
   const fs::path dir(source);
-  for (size_t i = 0; i < registry.models().size(); ++i) {
+  for (size_t i = 0; context.fsdp && i < registry.models().size(); ++i) {
+    context.fsdp->load_model(*registry.models()[i], source, numbered("model", i, ""));
+  }
+  for (size_t i = 0; context.fsdp && i < registry.optimizers().size(); ++i) {
+    context.fsdp->load_optimizer(*registry.optimizers()[i], source, numbered("optimizer", i, ""), context.device);
+  }
+  for (size_t i = 0; !context.fsdp && i < registry.models().size(); ++i) {
     const auto path = (dir / numbered("model", i, ".safetensors")).string();
     require_file(path);
     load_checkpoint_in_model(*registry.models()[i], path, /*strict=*/true);
   }
-  for (size_t i = 0; i < registry.optimizers().size(); ++i) {
+  for (size_t i = 0; !context.fsdp && i < registry.optimizers().size(); ++i) {
     const auto tensors = (dir / numbered("optimizer", i, ".safetensors")).string();
     const auto rest = (dir / numbered("optimizer", i, ".libtorch.bin")).string();
     require_file(tensors);

@@ -50,6 +50,7 @@ GradientSync* ShardedEngine::prepare_model(torch::nn::Module& model) {
   reducers_.push_back(std::make_unique<ShardedReducer>(std::move(params), *shard_group_,
                                                        replica_group_.get(), world_.size(),
                                                        plugin_.bucket_cap_mb));
+  models_.push_back(&model);
   return reducers_.back().get();
 }
 
@@ -57,9 +58,23 @@ std::shared_ptr<OptimizerController> ShardedEngine::prepare_optimizer(
     torch::optim::Optimizer& optimizer, std::shared_ptr<OptimizerController> inner) {
   std::vector<ShardedReducer*> reducers;
   for (auto& reducer : reducers_) reducers.push_back(reducer.get());
-  auto used = shard_optimizer(optimizer, reducers);
-  ++sharded_optimizers_;
-  return make_sharded_optimizer_controller(std::move(inner), std::move(used));
+  auto sharded = shard_optimizer(optimizer, reducers);
+  optimizers_.emplace_back(&optimizer, std::move(sharded.layout));
+  return make_sharded_optimizer_controller(std::move(inner), std::move(sharded.reducers));
+}
+
+ShardedReducer* ShardedEngine::reducer_of(const torch::nn::Module& model) const {
+  for (size_t i = 0; i < models_.size(); ++i) {
+    if (models_[i] == &model) return reducers_[i].get();
+  }
+  return nullptr;
+}
+
+const OptimizerLayout* ShardedEngine::layout_of(const torch::optim::Optimizer& optimizer) const {
+  for (const auto& [prepared, layout] : optimizers_) {
+    if (prepared == &optimizer) return &layout;
+  }
+  return nullptr;
 }
 
 std::optional<std::vector<at::Tensor>> ShardedEngine::shard_gradients(

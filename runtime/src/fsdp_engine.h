@@ -12,6 +12,8 @@
 #include <acc/fsdp.h>
 #include <acc/optimizer.h>
 
+#include "fsdp_optimizer.h"
+
 namespace acc::detail {
 
 class GradientSync;
@@ -36,7 +38,12 @@ class ShardedEngine {
   std::optional<std::vector<at::Tensor>> shard_gradients(const std::vector<at::Tensor>& params) const;
   /// The ranks that split each unit between them (norms of shard pieces are summed over it).
   ProcessGroup& shard_group() { return *shard_group_; }
-  bool has_sharded_optimizer() const { return sharded_optimizers_ > 0; }
+  /// The ranks that hold the same shard on other machines (HYBRID_SHARD_ZERO2); null otherwise.
+  ProcessGroup* replica_group() { return replica_group_.get(); }
+  /// The reducer of a prepared model; null for a model this engine did not prepare.
+  ShardedReducer* reducer_of(const torch::nn::Module& model) const;
+  /// The layout of a prepared optimizer; null for one this engine did not shard.
+  const OptimizerLayout* layout_of(const torch::optim::Optimizer& optimizer) const;
 
  private:
   ProcessGroup& world_;
@@ -45,7 +52,8 @@ class ShardedEngine {
   std::unique_ptr<ProcessGroup> replica_group_;    // hybrid only
   ProcessGroup* shard_group_;
   std::vector<std::unique_ptr<ShardedReducer>> reducers_;
-  int sharded_optimizers_ = 0;
+  std::vector<const torch::nn::Module*> models_;  // reducers_[i] is models_[i]'s
+  std::vector<std::pair<const torch::optim::Optimizer*, OptimizerLayout>> optimizers_;
 };
 
 }  // namespace acc::detail

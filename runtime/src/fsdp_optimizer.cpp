@@ -4,10 +4,13 @@
 
 #include <algorithm>
 #include <sstream>
+#include <tuple>
+#include <type_traits>
 
 #include <acc/errors.h>
 
 #include "fsdp_reducer.h"
+#include "optimizer_state_fields.h"
 
 namespace acc::detail {
 
@@ -19,49 +22,92 @@ std::string shape_of(const at::Tensor& t) {
 }
 }  // namespace
 
-std::vector<ShardedReducer*> shard_optimizer(torch::optim::Optimizer& optimizer,
-                                             const std::vector<ShardedReducer*>& reducers) {
+OptimizerLayout unsharded_layout(const torch::optim::Optimizer& optimizer) {
+  OptimizerLayout layout;
+  for (const auto& group : optimizer.param_groups()) {
+    auto& slots = layout.emplace_back();
+    for (const auto& param : group.params()) slots.push_back({param, param, 0, param.numel(), nullptr, 0});
+  }
+  return layout;
+}
+
+namespace {
+// State an optimizer created before its first step (Adagrad's accumulators), or none.
+bool has_stepped(torch::optim::Optimizer& optimizer) {
+  for (auto& [key, state] : optimizer.state()) {
+    const auto fields = fields_of(*state);
+    if (fields.step == nullptr || *fields.step != 0) return true;
+  }
+  return false;
+}
+
+// `state` of a whole parameter, cut to elements [begin, end) of it.
+std::unique_ptr<torch::optim::OptimizerParamState> slice_state(torch::optim::OptimizerParamState& state,
+                                                               int64_t begin, int64_t end) {
+  auto sliced = state.clone();
+  for (auto& [field, slot] : fields_of(*sliced).tensors) {
+    if (slot->defined()) *slot = slot->reshape({-1}).narrow(0, begin, end - begin).clone();
+  }
+  return sliced;
+}
+}  // namespace
+
+ShardedOptimizer shard_optimizer(torch::optim::Optimizer& optimizer,
+                                 const std::vector<ShardedReducer*>& reducers) {
   if (dynamic_cast<torch::optim::LBFGS*>(&optimizer) != nullptr) {
     throw ConfigError("acc: FSDP SHARD_GRAD_OP steps each rank's shard of the parameters, but LBFGS "
                       "needs whole parameter tensors (its update is not element-wise). Use an "
                       "element-wise optimizer (SGD, Adam, AdamW, Adagrad, RMSprop), or "
                       "FSDP_SHARDING_STRATEGY=NO_SHARD");
   }
-  if (!optimizer.state().empty()) {
+  if (has_stepped(optimizer)) {
     throw ConfigError("acc: under FSDP SHARD_GRAD_OP the optimizer must be prepared before its first "
                       "step (its state is created for the local shard only); call "
                       "accelerator.prepare(model, optimizer) before training");
   }
-  std::vector<ShardedReducer*> used;
+  ShardedOptimizer out;
+  auto& state = optimizer.state();
+  std::remove_reference_t<decltype(state)> sharded_state;
   for (auto& group : optimizer.param_groups()) {
     std::vector<at::Tensor> sharded;
+    auto& slots = out.layout.emplace_back();
     for (const auto& param : group.params()) {
-      bool found = false;
-      at::Tensor piece;
-      ShardedReducer* owner = nullptr;
+      OptimizerSlot slot{param, param, 0, param.numel(), nullptr, 0};
       for (auto* reducer : reducers) {
-        piece = reducer->local_piece(param, &found);
-        if (found) {
-          owner = reducer;
+        if (auto index = reducer->index_of(param)) {
+          bool found = false;
+          slot.reducer = reducer;
+          slot.index = *index;
+          slot.local = reducer->local_piece(param, &found);
+          std::tie(slot.begin, slot.end) = reducer->piece_range(*index);
           break;
         }
       }
-      if (!found) {
-        if (param.requires_grad()) {
-          throw ConfigError("acc: the optimizer holds a trainable parameter of shape " +
-                            shape_of(param) + " that is in no prepared model. Under FSDP prepare "
-                            "the model before the optimizer (accelerator.prepare(model, optimizer)), "
-                            "and build the optimizer from the model's parameters");
-        }
-        sharded.push_back(param);  // frozen: never has a gradient, never changes
-        continue;
+      if (slot.reducer == nullptr && param.requires_grad()) {
+        throw ConfigError("acc: the optimizer holds a trainable parameter of shape " +
+                          shape_of(param) + " that is in no prepared model. Under FSDP prepare "
+                          "the model before the optimizer (accelerator.prepare(model, optimizer)), "
+                          "and build the optimizer from the model's parameters");
       }
-      if (std::find(used.begin(), used.end(), owner) == used.end()) used.push_back(owner);
-      if (piece.defined()) sharded.push_back(piece);
+      // Frozen parameters stay whole: they never have a gradient and never change.
+      auto existing = state.find(param.unsafeGetTensorImpl());
+      if (slot.local.defined()) {
+        sharded.push_back(slot.local);
+        if (existing != state.end()) {
+          sharded_state[slot.local.unsafeGetTensorImpl()] =
+              slot.reducer ? slice_state(*existing->second, slot.begin, slot.end) : std::move(existing->second);
+        }
+      }
+      if (slot.reducer != nullptr && std::find(out.reducers.begin(), out.reducers.end(), slot.reducer) ==
+                                         out.reducers.end()) {
+        out.reducers.push_back(slot.reducer);
+      }
+      slots.push_back(std::move(slot));
     }
     group.params() = std::move(sharded);
   }
-  return used;
+  state = std::move(sharded_state);
+  return out;
 }
 
 namespace {

@@ -72,6 +72,19 @@ at::Tensor ShardedReducer::local_piece(const at::Tensor& param, bool* found) con
   return *found ? pieces_[it->second] : at::Tensor();
 }
 
+std::optional<size_t> ShardedReducer::index_of(const at::Tensor& param) const {
+  auto it = index_of_.find(param.unsafeGetTensorImpl());
+  if (it == index_of_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::pair<int64_t, int64_t> ShardedReducer::piece_range(size_t index) const {
+  const auto& unit = units_[unit_of_[index]];
+  const auto slot = slot_of_[index];
+  const auto [begin, end] = unit.local_range(slot, params_[index].tensor.numel());
+  return {begin - unit.offsets[slot], end - unit.offsets[slot]};
+}
+
 bool ShardedReducer::is_piece(const at::Tensor& tensor) const {
   for (const auto& piece : pieces_) {
     if (piece.defined() && piece.is_same(tensor)) return true;

@@ -10,6 +10,7 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -43,6 +44,13 @@ class ShardedReducer : public GradientSync {
   at::Tensor local_piece(const at::Tensor& param, bool* found) const;
   /// True when `tensor` is one of the pieces local_piece() hands out.
   bool is_piece(const at::Tensor& tensor) const;
+  /// The model's trainable parameters, in registration order (units_' members index them).
+  const std::vector<NamedTensor>& parameters() const { return params_; }
+  /// The index of model parameter `param` in parameters(); nullopt when it is not this model's.
+  std::optional<size_t> index_of(const at::Tensor& param) const;
+  /// Where this rank's piece of parameter `index` lies in the parameter (flattened): [begin, end),
+  /// begin == end when the shard holds none of it.
+  std::pair<int64_t, int64_t> piece_range(size_t index) const;
   /// All-gathers every unit's shard into its flat buffer (after the optimizer changed the shards).
   void all_gather_parameters();
   ProcessGroup& shard_group() { return shard_group_; }

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
+#include <vector>
 #include <ostream>
 #include <string>
 #include <unistd.h>
@@ -53,6 +55,83 @@ TEST(Fsdp, RejectsWhatItCannotShardAndSavesFullModel) {
                          ("acc-fsdp-save-" + std::to_string(::getpid()));
   auto result = spawn_ranks(worker(), {"rejections_and_save_model", directory.string()}, 2, seconds(120));
   EXPECT_TRUE(result.all_succeeded()) << result.describe();
+}
+
+// A fresh directory per test, removed at the end (std::filesystem::remove_all is safe here: this
+// program does not link libtorch).
+class FsdpCheckpoint : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    directory_ = std::filesystem::temp_directory_path() /
+                 ("acc-fsdp-ckpt-" + std::to_string(::getpid()) + "-" +
+                  ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(directory_);
+    std::filesystem::create_directories(directory_);
+  }
+  void TearDown() override { std::filesystem::remove_all(directory_); }
+
+  void run(const std::vector<std::string>& args, int ranks, int local_world_size = 0) {
+    std::map<std::string, std::string> env;
+    if (local_world_size > 0) env["ACC_TEST_LOCAL_WORLD_SIZE"] = std::to_string(local_world_size);
+    auto result = spawn_ranks(worker(), args, ranks, seconds(240), env);
+    EXPECT_TRUE(result.all_succeeded()) << result.describe();
+  }
+  acc::testing::RankResult merge(const std::vector<std::string>& args) {
+    auto result = spawn_ranks(acc::testing::executable_dir() + "/acc-merge-weights", args, 1, seconds(60));
+    return result.ranks.at(0);
+  }
+  std::string dir() const { return directory_.string(); }
+
+ private:
+  std::filesystem::path directory_;
+};
+
+// FULL_STATE_DICT writes DDP's tensors bit for bit; each loads the other's files.
+TEST_F(FsdpCheckpoint, FullStateDictEqualsDdpFiles) { run({"full_against_ddp", dir()}, 2); }
+
+// SGD (Nesterov), AdamW (amsgrad), Adagrad (state from construction) and RMSprop (centered,
+// momentum) shard and save like Adam.
+TEST_F(FsdpCheckpoint, EveryElementwiseOptimizerMatchesDdp) { run({"every_optimizer", dir()}, 2); }
+
+// SHARDED_STATE_DICT saved by 4 ranks resumes on 2 and on 1 (resharding on load), and
+// acc-merge-weights turns the shards into the whole weights save_model wrote at the same step.
+TEST_F(FsdpCheckpoint, ShardedOnFourRanksResumesOnTwoAndOneAndMerges) {
+  run({"sharded_save", dir(), "SHARD_GRAD_OP"}, 4);
+  run({"sharded_resume", dir(), "SHARD_GRAD_OP"}, 2);
+  run({"sharded_resume", dir(), "SHARD_GRAD_OP"}, 1);
+  const auto merged = merge({dir() + "/checkpoint", dir() + "/merged"});
+  ASSERT_EQ(merged.exit_code, 0) << merged.output;
+  EXPECT_NE(merged.output.find("merged/model.safetensors"), std::string::npos) << merged.output;
+  run({"same_tensors", dir() + "/merged/model.safetensors", dir() + "/whole/model.safetensors"}, 1);
+}
+
+// HYBRID_SHARD_ZERO2 on 2 machines of 2 writes 2 shards (one machine's); 3 processes reshard them.
+TEST_F(FsdpCheckpoint, HybridShardedResumesOnThreeRanks) {
+  run({"sharded_save", dir(), "HYBRID_SHARD_ZERO2"}, 4, 2);
+  run({"sharded_resume", dir(), "SHARD_GRAD_OP"}, 3);
+}
+
+TEST(MergeWeights, UsageHelpAndErrors) {
+  const auto tool = acc::testing::executable_dir() + "/acc-merge-weights";
+  auto one = [&](const std::vector<std::string>& args) { return spawn_ranks(tool, args, 1, seconds(60)).ranks.at(0); };
+  const auto help = one({"--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.output.find("usage: acc-merge-weights"), std::string::npos) << help.output;
+  EXPECT_NE(help.output.find("SHARDED_STATE_DICT"), std::string::npos) << help.output;
+  const auto missing = one({});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.output.find("expected CHECKPOINT_DIR and OUTPUT_DIR"), std::string::npos) << missing.output;
+  const auto unknown = one({"--zip", "a", "b"});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.output.find("unrecognized argument: --zip"), std::string::npos) << unknown.output;
+  const auto empty = std::filesystem::temp_directory_path() / ("acc-merge-empty-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(empty);
+  const auto not_sharded = one({empty.string(), (empty / "out").string()});
+  std::filesystem::remove_all(empty);
+  EXPECT_EQ(not_sharded.exit_code, 1);
+  EXPECT_NE(not_sharded.output.find("not a checkpoint saved with FSDP SHARDED_STATE_DICT"), std::string::npos)
+      << not_sharded.output;
+  EXPECT_FALSE(std::filesystem::exists(empty / "out"));
 }
 
 }  // namespace

@@ -33,6 +33,7 @@ namespace acc {
 namespace detail {
 class GradientSync;
 class ShardedEngine;
+class FsdpStateDicts;
 struct GradientState;
 class TrackerSet;
 
@@ -353,6 +354,7 @@ class Accelerator {
   /// Accelerate's _do_sync: advances the accumulation count; true when this batch syncs.
   bool begin_accumulation_step();
   void unscale_gradients();
+  std::unique_ptr<detail::FsdpStateDicts> fsdp_state_dicts();
   void prepare_optimizer(torch::optim::Optimizer& optimizer, PreparedOptimizerBase* prepared);
   void prepare_scheduler(const void* identity, PreparedSchedulerBase* prepared);
   detail::GradientSync* reducer_for(const torch::nn::Module& model) const;

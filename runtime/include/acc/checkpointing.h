@@ -26,6 +26,7 @@ using SaveFunction = std::function<void(torch::serialize::OutputArchive&)>;
 using LoadFunction = std::function<void(torch::serialize::InputArchive&)>;
 
 namespace detail {
+class FsdpStateDicts;
 // libtorch keeps LRScheduler's step counter protected and offers no save/load; naming the member
 // through a derived class is the standard-conforming way to reach it from outside.
 struct LRSchedulerAccess : torch::optim::LRScheduler {
@@ -115,6 +116,8 @@ struct CheckpointContext {
   c10::Device device = c10::Device(c10::kCPU);
   /// Extra per-rank values stored with the RNG states (Accelerate's `step`).
   std::vector<std::pair<std::string, int64_t>> counters;
+  /// Under FSDP: how models and optimizers are laid out (fsdp_state_dict.h); null otherwise.
+  detail::FsdpStateDicts* fsdp = nullptr;
 };
 
 /// Writes a checkpoint crash-safely (checkpoint_directory.h) and returns its directory. With an
@@ -131,5 +134,11 @@ std::string load_training_state(CheckpointContext& context, const std::string& d
 
 /// The newest complete checkpoints/checkpoint_{n} under `project_dir` ("" when there is none).
 std::string latest_checkpoint(const std::string& project_dir);
+
+/// Merges the model shards of an FSDP SHARDED_STATE_DICT checkpoint (`model.shard-*-of-N`,
+/// `model_1.shard-*`, ...) into whole safetensors files in `output_dir` (model.safetensors, ...),
+/// which load into an unsharded model or into Python. Returns the files written. What the
+/// `acc-merge-weights` command runs (Accelerate's `accelerate merge-weights`).
+std::vector<std::string> merge_sharded_weights(const std::string& checkpoint_dir, const std::string& output_dir);
 
 }  // namespace acc
