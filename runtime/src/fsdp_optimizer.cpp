@@ -120,8 +120,52 @@ class ShardedOptimizerController : public OptimizerController {
   bool before_step(torch::optim::Optimizer& optimizer) override {
     return inner_->before_step(optimizer);
   }
+
+  // One unit at a time: the groups are cut to the unit's pieces, Opt::step updates them, and the
+  // unit's all-gather runs while the next unit is updated. Equivalent to one Opt::step for the
+  // optimizers whose state and update are per parameter (acc knows which: the others, possibly
+  // counting calls, step once and gather afterwards).
+  torch::Tensor run_step(torch::optim::Optimizer& optimizer, const std::function<torch::Tensor()>& update) override {
+    if (!new_param_state(optimizer)) return update();
+    auto& groups = optimizer.param_groups();
+    std::vector<std::vector<at::Tensor>> all;
+    for (auto& group : groups) all.push_back(group.params());
+    struct Restore {
+      std::vector<torch::optim::OptimizerParamGroup>& groups;
+      std::vector<std::vector<at::Tensor>>& all;
+      ~Restore() {
+        for (size_t g = 0; g < groups.size(); ++g) groups[g].params() = all[g];
+      }
+    } restore{groups, all};
+    torch::Tensor loss;
+    for (auto* reducer : reducers_) {
+      for (size_t u = 0; u < reducer->units().size(); ++u) {
+        bool any = false;
+        for (size_t g = 0; g < groups.size(); ++g) {
+          std::vector<at::Tensor> in_unit;
+          for (const auto& param : all[g]) {
+            if (reducer->unit_of_piece(param) == u) in_unit.push_back(param);
+          }
+          any = any || !in_unit.empty();
+          groups[g].params() = std::move(in_unit);
+        }
+        if (any) loss = update();
+        reducer->launch_parameter_gather(u);  // every rank, pieces or not: it is a collective
+      }
+    }
+    gathered_ = true;
+    return loss;
+  }
+
   void after_step(torch::optim::Optimizer& optimizer) override {
-    for (auto* reducer : reducers_) reducer->all_gather_parameters();
+    for (auto* reducer : reducers_) {
+      if (gathered_) {
+        reducer->wait_parameter_gathers();
+      } else {
+        reducer->all_gather_parameters();
+      }
+    }
+    gathered_ = false;
     inner_->after_step(optimizer);
   }
   bool before_zero_grad(torch::optim::Optimizer& optimizer) override {
@@ -134,6 +178,7 @@ class ShardedOptimizerController : public OptimizerController {
  private:
   std::shared_ptr<OptimizerController> inner_;
   std::vector<ShardedReducer*> reducers_;
+  bool gathered_ = false;  // run_step launched every unit's all-gather
 };
 }  // namespace
 

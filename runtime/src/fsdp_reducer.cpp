@@ -50,7 +50,10 @@ ShardedReducer::ShardedReducer(std::vector<NamedTensor> parameters, ProcessGroup
       unit_of_[i] = u;
       slot_of_[i] = j;
       auto [begin, end] = unit.local_range(j, params_[i].tensor.numel());
-      if (begin < end) pieces_[i] = unit.flat.narrow(0, begin, end - begin);
+      if (begin < end) {
+        pieces_[i] = unit.flat.narrow(0, begin, end - begin);
+        unit_of_piece_[pieces_[i].unsafeGetTensorImpl()] = u;
+      }
     }
   }
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -85,11 +88,9 @@ std::pair<int64_t, int64_t> ShardedReducer::piece_range(size_t index) const {
   return {begin - unit.offsets[slot], end - unit.offsets[slot]};
 }
 
-bool ShardedReducer::is_piece(const at::Tensor& tensor) const {
-  for (const auto& piece : pieces_) {
-    if (piece.defined() && piece.is_same(tensor)) return true;
-  }
-  return false;
+size_t ShardedReducer::unit_of_piece(const at::Tensor& tensor) const {
+  auto it = unit_of_piece_.find(tensor.unsafeGetTensorImpl());
+  return it == unit_of_piece_.end() ? kNoUnit : it->second;
 }
 
 void ShardedReducer::on_gradient_ready(size_t param) {
@@ -281,21 +282,28 @@ void ShardedReducer::reset() {
 }
 
 void ShardedReducer::all_gather_parameters() {
+  for (size_t u = 0; u < units_.size(); ++u) launch_parameter_gather(u);
+  wait_parameter_gathers();
+}
+
+void ShardedReducer::launch_parameter_gather(size_t u) {
   c10::NoGradGuard no_grad;
-  std::vector<c10::intrusive_ptr<c10d::Work>> works;
-  std::vector<at::Tensor> inputs;
-  for (auto& unit : units_) {
-    // A copy: the input must not alias the output on every backend.
-    inputs.push_back(unit.shard().clone());
-    c10d::AllgatherOptions options;
-    options.timeout = shard_group_.timeout_for(unit.flat);
-    works.push_back(shard_group_.launched(
-        shard_group_.backend_for(unit.flat)._allgather_base(unit.flat, inputs.back(), options)));
-  }
-  for (size_t u = 0; u < works.size(); ++u) {
-    shard_group_.wait(works[u], "FSDP parameter all-gather (unit " + std::to_string(u + 1) + " of " +
-                                    std::to_string(units_.size()) + ")",
-                      shard_group_.timeout_for(units_[u].flat));
+  auto& unit = units_[u];
+  Gather gather{u, unit.shard().clone(), {}};
+  c10d::AllgatherOptions options;
+  options.timeout = shard_group_.timeout_for(unit.flat);
+  gather.work = shard_group_.launched(
+      shard_group_.backend_for(unit.flat)._allgather_base(unit.flat, gather.input, options));
+  gathers_.push_back(std::move(gather));
+}
+
+void ShardedReducer::wait_parameter_gathers() {
+  auto gathers = std::move(gathers_);
+  gathers_.clear();
+  for (const auto& gather : gathers) {
+    shard_group_.wait(gather.work, "FSDP parameter all-gather (unit " + std::to_string(gather.unit + 1) + " of " +
+                                       std::to_string(units_.size()) + ")",
+                      shard_group_.timeout_for(units_[gather.unit].flat));
   }
 }
 

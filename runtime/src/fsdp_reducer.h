@@ -43,7 +43,10 @@ class ShardedReducer : public GradientSync {
   /// `found` says whether it is.
   at::Tensor local_piece(const at::Tensor& param, bool* found) const;
   /// True when `tensor` is one of the pieces local_piece() hands out.
-  bool is_piece(const at::Tensor& tensor) const;
+  bool is_piece(const at::Tensor& tensor) const { return unit_of_piece(tensor) != kNoUnit; }
+  /// The unit of a piece local_piece() handed out; kNoUnit for any other tensor.
+  static constexpr size_t kNoUnit = static_cast<size_t>(-1);
+  size_t unit_of_piece(const at::Tensor& tensor) const;
   /// The model's trainable parameters, in registration order (units_' members index them).
   const std::vector<NamedTensor>& parameters() const { return params_; }
   /// The index of model parameter `param` in parameters(); nullopt when it is not this model's.
@@ -53,6 +56,10 @@ class ShardedReducer : public GradientSync {
   std::pair<int64_t, int64_t> piece_range(size_t index) const;
   /// All-gathers every unit's shard into its flat buffer (after the optimizer changed the shards).
   void all_gather_parameters();
+  /// The same for one unit, without waiting (units must be launched in the same order on every
+  /// rank); wait_parameter_gathers() waits for all launched.
+  void launch_parameter_gather(size_t unit);
+  void wait_parameter_gathers();
   ProcessGroup& shard_group() { return shard_group_; }
 
  private:
@@ -90,8 +97,15 @@ class ShardedReducer : public GradientSync {
   /// allocations of this size cost page faults on every step, and holding one per unit would
   /// cost what sharding saves. Holds about as many buffers as are in flight at once.
   std::vector<at::Tensor> free_buffers_;
+  struct Gather {
+    size_t unit;
+    at::Tensor input;  // a copy of the shard: the input must not alias the output on every backend
+    c10::intrusive_ptr<c10d::Work> work;
+  };
+  std::vector<Gather> gathers_;     // launched, not yet waited for
   std::vector<at::Tensor> pieces_;  // per parameter; undefined where the shard holds none of it
-  std::unordered_map<const void*, size_t> index_of_;  // parameter TensorImpl -> index
+  std::unordered_map<const void*, size_t> index_of_;       // parameter TensorImpl -> index
+  std::unordered_map<const void*, size_t> unit_of_piece_;  // piece TensorImpl -> unit
   std::vector<bool> ready_;
   size_t next_to_launch_ = 0;
   bool require_sync_ = true;

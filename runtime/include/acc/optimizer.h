@@ -6,6 +6,7 @@
 // exactly like Opt.
 #include <torch/optim/optimizer.h>
 
+#include <functional>
 #include <memory>
 #include <type_traits>
 #include <utility>
@@ -20,6 +21,13 @@ class OptimizerController {
   /// False skips the step (accumulating, or inf/NaN gradients under fp16).
   virtual bool before_step(torch::optim::Optimizer& optimizer) = 0;
   virtual void after_step(torch::optim::Optimizer& optimizer) = 0;
+  /// Runs the update of a step without a closure: `update` is Opt::step. The default calls it
+  /// once; FSDP calls it once per unit (with the groups cut to that unit) so that each unit's
+  /// parameter all-gather overlaps the next unit's update.
+  virtual torch::Tensor run_step(torch::optim::Optimizer& optimizer, const std::function<torch::Tensor()>& update) {
+    (void)optimizer;
+    return update();
+  }
   /// False keeps the gradients (accumulating).
   virtual bool before_zero_grad(torch::optim::Optimizer& optimizer) = 0;
   /// True when the last step was skipped for inf/NaN gradients (not while accumulating).
@@ -50,7 +58,9 @@ class Optimizer : public Opt, public PreparedOptimizerBase {
 
   torch::Tensor step(torch::optim::Optimizer::LossClosure closure = nullptr) override {
     if (controller_ && !controller_->before_step(*this)) return {};
-    auto loss = Opt::step(std::move(closure));
+    // A closure re-evaluates the model: only Opt::step may call it, once.
+    auto loss = controller_ && !closure ? controller_->run_step(*this, [this] { return Opt::step(nullptr); })
+                                        : Opt::step(std::move(closure));
     if (controller_) controller_->after_step(*this);
     return loss;
   }
