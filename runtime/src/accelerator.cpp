@@ -87,15 +87,14 @@ void Accelerator::configure_mixed_precision() {
 
 void Accelerator::configure_fsdp() {
   if (!resolved_.use_fsdp) return;
-  if (resolved_.fsdp.offload_params) {
-    if (device().is_cuda()) {
-      throw ConfigError("acc: FSDP offload_params (FSDP_OFFLOAD_PARAMS) on CUDA is not in this "
-                        "version of acc yet; set it to false");
-    }
-    if (is_main_process()) {
-      std::cerr << "acc: note: FSDP offload_params changes nothing on a CPU run (the shards are "
-                   "already in CPU memory)" << std::endl;
-    }
+  // Testing hook: offload's copies run on CPU too when forced, so its logic is tested where no
+  // GPU is.
+  const auto forced = options_.environment()("ACC_TEST_FORCE_FSDP_OFFLOAD");
+  const bool offload = resolved_.fsdp.offload_params &&
+                       (device().is_cuda() || (forced && parse_env_bool("ACC_TEST_FORCE_FSDP_OFFLOAD", *forced)));
+  if (resolved_.fsdp.offload_params && !offload && is_main_process()) {
+    std::cerr << "acc: note: FSDP offload_params changes nothing on a CPU run (the shards are "
+                 "already in CPU memory)" << std::endl;
   }
   auto* group = state_.process_group();
   if (group == nullptr || !shards_gradients(resolved_)) return;
@@ -105,7 +104,7 @@ void Accelerator::configure_fsdp() {
                       "precision or FSDP_SHARDING_STRATEGY=NO_SHARD");
   }
   fsdp_ = std::make_unique<detail::ShardedEngine>(*group, resolved_.fsdp,
-                                                  state_.launch().local_world_size);
+                                                  state_.launch().local_world_size, offload);
 }
 
 DistributedType Accelerator::distributed_type() const {

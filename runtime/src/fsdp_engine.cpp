@@ -18,8 +18,8 @@ int next_engine_id() {
 }  // namespace
 
 ShardedEngine::ShardedEngine(ProcessGroup& world, const ResolvedFsdpPlugin& plugin,
-                             int local_world_size)
-    : world_(world), plugin_(plugin), shard_group_(&world) {
+                             int local_world_size, bool offload)
+    : world_(world), plugin_(plugin), shard_group_(&world), offload_(offload) {
   const int id = next_engine_id();
   if (plugin.sharding_strategy != ShardingStrategy::HYBRID_SHARD_ZERO2) return;
   const int world_size = world.size();
@@ -49,7 +49,7 @@ GradientSync* ShardedEngine::prepare_model(torch::nn::Module& model) {
   }
   reducers_.push_back(std::make_unique<ShardedReducer>(std::move(params), *shard_group_,
                                                        replica_group_.get(), world_.size(),
-                                                       plugin_.bucket_cap_mb));
+                                                       plugin_.bucket_cap_mb, offload_));
   models_.push_back(&model);
   return reducers_.back().get();
 }

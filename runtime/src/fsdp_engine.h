@@ -24,7 +24,8 @@ class ShardedEngine {
  public:
   /// Collective: every rank constructs it. HYBRID_SHARD_ZERO2 shards within groups of
   /// `local_world_size` consecutive ranks (a machine) and replicates across them.
-  ShardedEngine(ProcessGroup& world, const ResolvedFsdpPlugin& plugin, int local_world_size);
+  /// `offload`: master shards and optimizer state in CPU memory (offload_params on CUDA).
+  ShardedEngine(ProcessGroup& world, const ResolvedFsdpPlugin& plugin, int local_world_size, bool offload);
   ~ShardedEngine();
 
   /// Flattens the model's trainable parameters and attaches the sharded reducer (after the
@@ -51,6 +52,7 @@ class ShardedEngine {
   std::unique_ptr<ProcessGroup> own_shard_group_;  // hybrid only; else the world shards
   std::unique_ptr<ProcessGroup> replica_group_;    // hybrid only
   ProcessGroup* shard_group_;
+  bool offload_;
   std::vector<std::unique_ptr<ShardedReducer>> reducers_;
   std::vector<const torch::nn::Module*> models_;  // reducers_[i] is models_[i]'s
   std::vector<std::pair<const torch::optim::Optimizer*, OptimizerLayout>> optimizers_;

@@ -27,13 +27,23 @@ class ShardedReducer::ReadyHook : public torch::autograd::FunctionPostHook {
   size_t index_;
 };
 
+namespace {
+// Host memory for what offload keeps on the CPU: pinned when it is copied to and from CUDA.
+at::Tensor host_copy(const at::Tensor& tensor) {
+  auto options = tensor.options().device(at::kCPU).pinned_memory(tensor.is_cuda());
+  return at::empty(tensor.sizes(), options).copy_(tensor);
+}
+}  // namespace
+
 ShardedReducer::ShardedReducer(std::vector<NamedTensor> parameters, ProcessGroup& shard_group,
-                               ProcessGroup* replica_group, int world_size, double bucket_cap_mb)
+                               ProcessGroup* replica_group, int world_size, double bucket_cap_mb,
+                               bool offload)
     : params_(std::move(parameters)),
       shard_group_(shard_group),
       replica_group_(replica_group),
       world_size_(world_size),
-      ready_(params_.size(), false) {
+      ready_(params_.size(), false),
+      offload_(offload) {
   std::vector<at::Tensor> tensors;
   for (const auto& p : params_) tensors.push_back(p.tensor);
   units_ = flatten_parameters(tensors, bucket_cap_mb, shard_group_.rank(), shard_group_.size());
@@ -41,17 +51,23 @@ ShardedReducer::ShardedReducer(std::vector<NamedTensor> parameters, ProcessGroup
   unit_of_.assign(params_.size(), 0);
   slot_of_.assign(params_.size(), 0);
   pieces_.resize(params_.size());
+  masters_.resize(units_.size());
   for (size_t u = 0; u < units_.size(); ++u) {
     const auto& unit = units_[u];
     state_[u].pending = unit.members.size();
     state_[u].grad_shard = at::zeros({unit.shard_numel}, unit.flat.options());
+    if (offload_) {
+      masters_[u] = host_copy(unit.shard());
+      state_[u].grad_shard = host_copy(state_[u].grad_shard);
+    }
     for (size_t j = 0; j < unit.members.size(); ++j) {
       const size_t i = unit.members[j];
       unit_of_[i] = u;
       slot_of_[i] = j;
       auto [begin, end] = unit.local_range(j, params_[i].tensor.numel());
       if (begin < end) {
-        pieces_[i] = unit.flat.narrow(0, begin, end - begin);
+        pieces_[i] = offload_ ? masters_[u].narrow(0, begin - unit.shard_offset, end - begin)
+                              : unit.flat.narrow(0, begin, end - begin);
         unit_of_piece_[pieces_[i].unsafeGetTensorImpl()] = u;
       }
     }
@@ -174,7 +190,7 @@ void ShardedReducer::launch_ready_units() {
     for (size_t i : units_[next_to_launch_].members) {
       state.accumulate = state.accumulate || (pieces_[i].defined() && pieces_[i].grad().defined());
     }
-    state.reduced = state.accumulate
+    state.reduced = state.accumulate || offload_
                         ? at::empty({units_[next_to_launch_].shard_numel}, state.full_grad.options())
                         : state.grad_shard;
     c10d::ReduceScatterOptions options;
@@ -255,7 +271,15 @@ void ShardedReducer::write_shards() {
   for (size_t u = 0; u < units_.size(); ++u) {
     const auto& unit = units_[u];
     auto& state = state_[u];
-    if (state.accumulate) state.grad_shard.add_(state.reduced);
+    if (offload_) {
+      if (state.accumulate) {
+        state.grad_shard.add_(state.reduced.to(at::kCPU));
+      } else {
+        state.grad_shard.copy_(state.reduced);
+      }
+    } else if (state.accumulate) {
+      state.grad_shard.add_(state.reduced);
+    }
     state.reduced.reset();
     for (size_t j = 0; j < unit.members.size(); ++j) {
       const size_t i = unit.members[j];
@@ -289,12 +313,17 @@ void ShardedReducer::all_gather_parameters() {
 void ShardedReducer::launch_parameter_gather(size_t u) {
   c10::NoGradGuard no_grad;
   auto& unit = units_[u];
-  Gather gather{u, unit.shard().clone(), {}};
+  Gather gather{u, offload_ ? masters_[u].to(unit.flat.device()) : unit.shard().clone(), {}};
   c10d::AllgatherOptions options;
   options.timeout = shard_group_.timeout_for(unit.flat);
   gather.work = shard_group_.launched(
       shard_group_.backend_for(unit.flat)._allgather_base(unit.flat, gather.input, options));
   gathers_.push_back(std::move(gather));
+}
+
+void ShardedReducer::parameters_changed() {
+  c10::NoGradGuard no_grad;
+  for (size_t u = 0; offload_ && u < units_.size(); ++u) masters_[u].copy_(units_[u].shard());
 }
 
 void ShardedReducer::wait_parameter_gathers() {

@@ -27,8 +27,11 @@ class ShardedReducer : public GradientSync {
  public:
   /// `shard_group` shares each unit (the whole job, or one machine under HYBRID_SHARD_ZERO2);
   /// `replica_group` (null unless hybrid) holds the ranks with the same shard on other machines.
+  /// `offload`: the optimizer steps fp32 master shards in CPU memory (pinned when the model is on
+  /// CUDA): gradient shards are copied there after the reduce-scatter and the masters back
+  /// before the parameter all-gather (FSDP offload_params).
   ShardedReducer(std::vector<NamedTensor> parameters, ProcessGroup& shard_group,
-                 ProcessGroup* replica_group, int world_size, double bucket_cap_mb);
+                 ProcessGroup* replica_group, int world_size, double bucket_cap_mb, bool offload);
   ~ShardedReducer() override;
   ShardedReducer(const ShardedReducer&) = delete;
   ShardedReducer& operator=(const ShardedReducer&) = delete;
@@ -60,6 +63,9 @@ class ShardedReducer : public GradientSync {
   /// rank); wait_parameter_gathers() waits for all launched.
   void launch_parameter_gather(size_t unit);
   void wait_parameter_gathers();
+  /// Call after the model's parameters were written in place (a checkpoint loaded): the master
+  /// shards of offload are refreshed from them.
+  void parameters_changed();
   ProcessGroup& shard_group() { return shard_group_; }
 
  private:
@@ -68,8 +74,8 @@ class ShardedReducer : public GradientSync {
     at::Tensor buffer;       // from the pool: full_grad's storage
     at::Tensor full_grad;    // the members' gradients until the reduce-scatter has read them
     bool accumulate = false; // add to grad_shard (the optimizer did not drop it) instead of replacing it
-    at::Tensor reduced;      // this rank's averaged shard: grad_shard itself unless accumulating
-    at::Tensor grad_shard;   // what the optimizer's pieces' .grad are views of
+    at::Tensor reduced;      // this rank's averaged shard: grad_shard itself unless accumulating or offloading
+    at::Tensor grad_shard;   // what the optimizer's pieces' .grad are views of (CPU under offload)
     c10::intrusive_ptr<c10d::Work> work;
   };
   class ReadyHook;
@@ -103,6 +109,8 @@ class ShardedReducer : public GradientSync {
     c10::intrusive_ptr<c10d::Work> work;
   };
   std::vector<Gather> gathers_;     // launched, not yet waited for
+  bool offload_ = false;
+  std::vector<at::Tensor> masters_;  // per unit, offload only: the shard the optimizer steps
   std::vector<at::Tensor> pieces_;  // per parameter; undefined where the shard holds none of it
   std::unordered_map<const void*, size_t> index_of_;       // parameter TensorImpl -> index
   std::unordered_map<const void*, size_t> unit_of_piece_;  // piece TensorImpl -> unit

@@ -209,6 +209,7 @@ void FsdpStateDicts::load_model(torch::nn::Module& model, const std::string& dir
                                  : ": it was saved with other prepared objects than this program has"));
     }
     load_checkpoint_in_model(model, path, /*strict=*/true);
+    if (auto* reducer = engine_ ? engine_->reducer_of(model) : nullptr) reducer->parameters_changed();
     return;
   }
   const auto shards = ShardedTensors::open_shards(directory, stem);
@@ -242,6 +243,7 @@ void FsdpStateDicts::load_model(torch::nn::Module& model, const std::string& dir
     throw CheckpointError("acc: " + shards.description() + " does not match the model:" + text +
                           "\nload it into the model that saved it");
   }
+  if (auto* reducer = engine_ ? engine_->reducer_of(model) : nullptr) reducer->parameters_changed();
 }
 
 void FsdpStateDicts::save_optimizer(torch::optim::Optimizer& optimizer, const std::string& stem, bool writer,

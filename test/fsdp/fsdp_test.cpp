@@ -70,8 +70,8 @@ class FsdpCheckpoint : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(directory_); }
 
-  void run(const std::vector<std::string>& args, int ranks, int local_world_size = 0) {
-    std::map<std::string, std::string> env;
+  void run(const std::vector<std::string>& args, int ranks, int local_world_size = 0,
+           std::map<std::string, std::string> env = {}) {
     if (local_world_size > 0) env["ACC_TEST_LOCAL_WORLD_SIZE"] = std::to_string(local_world_size);
     auto result = spawn_ranks(worker(), args, ranks, seconds(240), env);
     EXPECT_TRUE(result.all_succeeded()) << result.describe();
@@ -92,6 +92,11 @@ TEST_F(FsdpCheckpoint, FullStateDictEqualsDdpFiles) { run({"full_against_ddp", d
 // SGD (Nesterov), AdamW (amsgrad), Adagrad (state from construction) and RMSprop (centered,
 // momentum) shard and save like Adam.
 TEST_F(FsdpCheckpoint, EveryElementwiseOptimizerMatchesDdp) { run({"every_optimizer", dir()}, 2); }
+
+// offload_params' copies (master shards and gradient shards apart from the model), forced on CPU.
+TEST_F(FsdpCheckpoint, OffloadTrainsAndResumesAsWithout) {
+  run({"offload", dir()}, 2, 0, {{"ACC_TEST_FORCE_FSDP_OFFLOAD", "1"}});
+}
 
 // SHARDED_STATE_DICT saved by 4 ranks resumes on 2 and on 1 (resharding on load), and
 // acc-merge-weights turns the shards into the whole weights save_model wrote at the same step.

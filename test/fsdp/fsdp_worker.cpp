@@ -457,6 +457,49 @@ void every_optimizer(const std::string& directory) {
   optimizer_against_ddp<Adagrad>(directory, "adagrad", AdagradOptions(0.05).initial_accumulator_value(0.1));
   optimizer_against_ddp<RMSprop>(directory, "rmsprop", RMSpropOptions(0.01).centered(true).momentum(0.5));
 }
+
+// argv: directory. offload_params (forced on CPU by the test's ACC_TEST_FORCE_FSDP_OFFLOAD): the
+// optimizer steps master shards apart from the model's flat buffers, and training, FULL and
+// SHARDED checkpoints are the same as without offload.
+void offload(const std::string& directory) {
+  auto run = [&](bool offloaded, const std::string& where, bool resume) {
+    acc::Accelerator accelerator(acc::AcceleratorOptions().fsdp_plugin(
+        acc::FullyShardedDataParallelPlugin()
+            .sharding_strategy(acc::ShardingStrategy::SHARD_GRAD_OP)
+            .state_dict_type(acc::StateDictType::SHARDED_STATE_DICT)
+            .bucket_cap_mb(0.002)
+            .offload_params(offloaded)));
+    torch::manual_seed(resume ? 99 + accelerator.process_index() : 7);
+    Mixed model;
+    auto optimizer = make_adam(model);
+    accelerator.prepare(model, *optimizer);
+    for (const auto& group : optimizer->param_groups()) {
+      for (const auto& piece : group.params()) {
+        const auto params = model->parameters();
+        const bool views_model = std::any_of(params.begin(), params.end(),
+                                             [&](const torch::Tensor& p) { return piece.is_alias_of(p); });
+        expect(views_model != offloaded, offloaded ? "under offload the optimizer steps a view of the model"
+                                                   : "without offload the optimizer steps a copy of the model");
+      }
+    }
+    if (resume) {
+      accelerator.load_state(directory + "/" + where);
+    } else {
+      train_steps(accelerator, model, *optimizer, 0, kSaveAt);
+      accelerator.save_state(directory + "/" + where);
+    }
+    train_steps(accelerator, model, *optimizer, kSaveAt, kStopAt);
+    return named_parameters(model);
+  };
+  const auto plain = run(false, "plain", false);
+  const auto offloaded = run(true, "offloaded", false);
+  const auto resumed = run(true, "plain", true);
+  const double trained = max_difference(plain, offloaded, "offloaded against plain");
+  const double loaded = max_difference(plain, resumed, "offloaded resumed against plain");
+  expect(trained == 0, "offload_params changed training by " + std::to_string(trained));
+  expect(loaded == 0, "offload_params resumed from a checkpoint differs by " + std::to_string(loaded));
+  std::cout << "ok" << std::endl;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -479,6 +522,8 @@ int main(int argc, char** argv) {
       sharded_resume(args[1], args[2]);
     } else if (args[0] == "same_tensors" && args.size() == 3) {
       same_tensors(args[1], args[2]);
+    } else if (args[0] == "offload" && args.size() == 2) {
+      offload(args[1]);
     } else if (args[0] == "every_optimizer" && args.size() == 2) {
       every_optimizer(args[1]);
     } else if (args[0] == "full_against_ddp" && args.size() == 2) {
