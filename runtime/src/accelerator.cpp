@@ -99,9 +99,9 @@ void Accelerator::configure_fsdp() {
   auto* group = state_.process_group();
   if (group == nullptr || !shards_gradients(resolved_)) return;
   if (gradient_state_->scaler) {
-    throw ConfigError("acc: fp16 loss scaling with FSDP SHARD_GRAD_OP is not in this version of acc "
-                      "yet (each rank would see only its shard's overflow); use bf16 mixed "
-                      "precision or FSDP_SHARDING_STRATEGY=NO_SHARD");
+    gradient_state_->scaler->set_found_inf_reduction([group](at::Tensor& found) {
+      group->all_reduce_(found, c10d::ReduceOp::MAX, "fp16 overflow check over the FSDP shards");
+    });
   }
   fsdp_ = std::make_unique<detail::ShardedEngine>(*group, resolved_.fsdp,
                                                   state_.launch().local_world_size, offload);

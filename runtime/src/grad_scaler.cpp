@@ -50,6 +50,7 @@ void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
                                                    inv_scale.to(grads.front().device()));
     found.add_(device_found.to(found.device()));
   }
+  if (reduce_found_inf_) reduce_found_inf_(found);
   found_inf_[&optimizer] = found;
 }
 

@@ -98,6 +98,11 @@ TEST_F(FsdpCheckpoint, OffloadTrainsAndResumesAsWithout) {
   run({"offload", dir()}, 2, 0, {{"ACC_TEST_FORCE_FSDP_OFFLOAD", "1"}});
 }
 
+// fp16 loss scaling over shards: an overflow one rank sees makes every rank skip the step.
+TEST_F(FsdpCheckpoint, Fp16OverflowInOneShardSkipsTheStepEverywhere) {
+  run({"fp16_overflow"}, 2, 0, {{"ACC_TEST_FORCE_GRAD_SCALER", "1"}});
+}
+
 // SHARDED_STATE_DICT saved by 4 ranks resumes on 2 and on 1 (resharding on load), and
 // acc-merge-weights turns the shards into the whole weights save_model wrote at the same step.
 TEST_F(FsdpCheckpoint, ShardedOnFourRanksResumesOnTwoAndOneAndMerges) {

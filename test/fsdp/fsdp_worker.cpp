@@ -9,6 +9,7 @@
 #include <memory>
 #include <ftw.h>
 #include <iostream>
+#include <limits>
 #include <string>
 #include <unistd.h>
 
@@ -500,6 +501,46 @@ void offload(const std::string& directory) {
   expect(loaded == 0, "offload_params resumed from a checkpoint differs by " + std::to_string(loaded));
   std::cout << "ok" << std::endl;
 }
+
+// fp16 loss scaling (the scaler forced on CPU by the test's ACC_TEST_FORCE_GRAD_SCALER): training
+// equals DDP's, and an overflow in one rank's gradient shard makes every rank skip the step.
+void fp16_overflow() {
+  auto run = [&](bool sharded, bool overflow_on_rank_1) {
+    auto options = acc::AcceleratorOptions().mixed_precision(acc::MixedPrecision::FP16);
+    if (sharded) options.fsdp_plugin(acc::FullyShardedDataParallelPlugin()
+                                         .sharding_strategy(acc::ShardingStrategy::SHARD_GRAD_OP)
+                                         .bucket_cap_mb(0.002));
+    acc::Accelerator accelerator(options);
+    torch::manual_seed(7);
+    Mixed model;
+    auto optimizer = make_adam(model);
+    accelerator.prepare(model, *optimizer);
+    train_steps(accelerator, model, *optimizer, 0, kSaveAt);
+    expect(!accelerator.optimizer_step_was_skipped(), "a clean fp16 step was skipped");
+    if (overflow_on_rank_1) {
+      const auto before = named_parameters(model);
+      auto x = batch_x(kSaveAt, 0, kGlobal).narrow(0, 0, kGlobal / accelerator.num_processes());
+      auto y = batch_y(kSaveAt, 0, kGlobal).narrow(0, 0, kGlobal / accelerator.num_processes());
+      accelerator.backward(torch::mse_loss(model->forward(x), y));
+      if (accelerator.process_index() == 1) {
+        // This rank's shard only: the other rank's gradients are finite.
+        auto grad = optimizer->param_groups()[0].params()[0].grad();
+        grad.view({-1})[0] = std::numeric_limits<float>::infinity();
+      }
+      optimizer->step();
+      optimizer->zero_grad();
+      expect(accelerator.optimizer_step_was_skipped(), "rank " + std::to_string(accelerator.process_index()) +
+                                                           " stepped although rank 1's shard overflowed");
+      const double moved = max_difference(before, named_parameters(model), "parameters around the skipped step");
+      expect(moved == 0, "the skipped step changed the parameters by " + std::to_string(moved));
+    }
+    return named_parameters(model);
+  };
+  const double diff = max_difference(run(false, false), run(true, false), "fp16 SHARD_GRAD_OP against DDP");
+  expect(diff <= 1e-5, "fp16 SHARD_GRAD_OP differs from DDP by " + std::to_string(diff));
+  run(true, true);
+  std::cout << "ok: fp16 SHARD_GRAD_OP against DDP " << diff << std::endl;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -522,6 +563,8 @@ int main(int argc, char** argv) {
       sharded_resume(args[1], args[2]);
     } else if (args[0] == "same_tensors" && args.size() == 3) {
       same_tensors(args[1], args[2]);
+    } else if (args[0] == "fp16_overflow" && args.size() == 1) {
+      fp16_overflow();
     } else if (args[0] == "offload" && args.size() == 2) {
       offload(args[1]);
     } else if (args[0] == "every_optimizer" && args.size() == 2) {

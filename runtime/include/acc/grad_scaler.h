@@ -8,6 +8,7 @@
 #include <c10/core/Device.h>
 #include <torch/optim/optimizer.h>
 
+#include <functional>
 #include <map>
 
 #include <acc/options.h>
@@ -25,6 +26,10 @@ class GradScaler {
   /// Divides the gradients of `optimizer`'s parameters by the scale, once per step, and records
   /// whether any is inf or NaN. Later calls before update() do nothing.
   void unscale_(torch::optim::Optimizer& optimizer);
+  /// Under FSDP each rank unscales only its shard of the gradients: `reduce` turns unscale_'s
+  /// found-inf flag (a float tensor [1]) into the maximum over the ranks, so that every rank
+  /// skips the same steps.
+  void set_found_inf_reduction(std::function<void(at::Tensor&)> reduce) { reduce_found_inf_ = std::move(reduce); }
   /// True when unscale_ found inf or NaN in `optimizer`'s gradients since the last update().
   bool found_inf(const torch::optim::Optimizer& optimizer) const;
   /// Backs off after a step with non-finite gradients, grows after growth_interval clean steps,
@@ -41,6 +46,7 @@ class GradScaler {
   at::Tensor scale_;           // float32 [1]
   at::Tensor growth_tracker_;  // int32 [1]
   std::map<const torch::optim::Optimizer*, at::Tensor> found_inf_;  // per unscaled optimizer
+  std::function<void(at::Tensor&)> reduce_found_inf_;
 };
 
 }  // namespace acc
