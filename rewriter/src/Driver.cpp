@@ -41,7 +41,14 @@ class FirstError : public DiagnosticConsumer {
 
 class RulesConsumer : public ASTConsumer {
  public:
-  RulesConsumer(const DriverConfig &config, UnitResult &out) : config_(config), out_(out) {}
+  RulesConsumer(const DriverConfig &config, UnitResult &out, const SourceManager &sm)
+      : config_(config), out_(out), sm_(sm), project_(sm, *config.scope) {}
+  // Rules look only at the project's code, so the bodies of torch's and the standard library's
+  // functions need not be parsed, nor instantiated for the project's types (most of the time of a
+  // file). Where they were written decides: a macro of a header expanded in the project is kept.
+  bool shouldSkipFunctionBody(Decl *d) override {
+    return !project_.contains(sm_.getExpansionLoc(d->getLocation()));
+  }
   void HandleTranslationUnit(ASTContext &ctx) override {
     if (ctx.getDiagnostics().hasErrorOccurred()) return;  // a broken AST gives wrong edits
     out_.parsed = true;
@@ -55,13 +62,19 @@ class RulesConsumer : public ASTConsumer {
  private:
   const DriverConfig &config_;
   UnitResult &out_;
+  const SourceManager &sm_;
+  ProjectFiles project_;
 };
 
 class RulesAction : public ASTFrontendAction {
  public:
   RulesAction(const DriverConfig &config, UnitResult &out) : config_(config), out_(out) {}
-  std::unique_ptr<ASTConsumer> CreateASTConsumer(CompilerInstance &, StringRef) override {
-    return std::make_unique<RulesConsumer>(config_, out_);
+  bool BeginInvocation(CompilerInstance &ci) override {
+    ci.getFrontendOpts().SkipFunctionBodies = true;  // where RulesConsumer says so
+    return true;
+  }
+  std::unique_ptr<ASTConsumer> CreateASTConsumer(CompilerInstance &ci, StringRef) override {
+    return std::make_unique<RulesConsumer>(config_, out_, ci.getSourceManager());
   }
 
  private:

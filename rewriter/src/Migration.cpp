@@ -20,32 +20,32 @@ bool ProjectScope::contains(StringRef path) const {
   return false;
 }
 
+bool ProjectFiles::contains(SourceLocation loc) const {
+  if (loc.isInvalid()) return false;
+  loc = sm_.getSpellingLoc(loc);
+  if (sm_.isInSystemHeader(loc)) return false;
+  FileID id = sm_.getFileID(loc);
+  auto cached = cache_.find(id);
+  if (cached != cache_.end()) return cached->second;
+  bool result = false;
+  if (OptionalFileEntryRef entry = sm_.getFileEntryRefForID(id)) {
+    SmallString<256> path(entry->getName());
+    llvm::sys::fs::make_absolute(path);
+    llvm::sys::path::remove_dots(path, /*remove_dot_dot=*/true);
+    result = scope_.contains(path);
+  }
+  cache_[id] = result;
+  return result;
+}
+
 Migration::Migration(ASTContext &ctx, const ProjectScope &scope, UnitResult &out)
-    : ctx(ctx), sm(ctx.getSourceManager()), lang(ctx.getLangOpts()), scope_(scope), out_(out) {
+    : ctx(ctx), sm(ctx.getSourceManager()), lang(ctx.getLangOpts()), project_(sm, scope), out_(out) {
   // Only the declarations this file itself parsed (noload_decls: those a PCH holds stay on disk), and
   // of those only the project's. The parent map that rules walk up is built over these alone:
   // building it over the whole TU would load and traverse all of torch.
   for (Decl *d : ctx.getTranslationUnitDecl()->noload_decls())
     if (inProject(d->getLocation())) projectDecls_.push_back(d);
   ctx.setTraversalScope(projectDecls_);
-}
-
-bool Migration::inProject(SourceLocation loc) const {
-  if (loc.isInvalid()) return false;
-  loc = sm.getSpellingLoc(loc);
-  if (sm.isInSystemHeader(loc)) return false;
-  FileID id = sm.getFileID(loc);
-  auto cached = inProjectCache_.find(id);
-  if (cached != inProjectCache_.end()) return cached->second;
-  bool result = false;
-  if (OptionalFileEntryRef entry = sm.getFileEntryRefForID(id)) {
-    SmallString<256> path(entry->getName());
-    llvm::sys::fs::make_absolute(path);
-    llvm::sys::path::remove_dots(path, /*remove_dot_dot=*/true);
-    result = scope_.contains(path);
-  }
-  const_cast<Migration *>(this)->inProjectCache_[id] = result;
-  return result;
 }
 
 void Migration::forEachMatch(const internal::Matcher<Stmt> &matcher,

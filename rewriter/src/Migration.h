@@ -26,6 +26,20 @@ class ProjectScope {
   std::vector<std::string> roots_;  // absolute, normalised
 };
 
+// Which locations of one translation unit are the project's (ProjectScope plus this unit's files),
+// the answer kept per file: rules and the parser ask it for every declaration.
+class ProjectFiles {
+ public:
+  ProjectFiles(const clang::SourceManager &sm, const ProjectScope &scope) : sm_(sm), scope_(scope) {}
+  // Where `loc` is spelled (in a macro: its definition) is a project file outside system headers.
+  bool contains(clang::SourceLocation loc) const;
+
+ private:
+  const clang::SourceManager &sm_;
+  const ProjectScope &scope_;
+  mutable std::map<clang::FileID, bool> cache_;
+};
+
 class Migration {
  public:
   Migration(clang::ASTContext &ctx, const ProjectScope &scope, UnitResult &out);
@@ -37,7 +51,7 @@ class Migration {
   // The rule whose edits and findings are being recorded (set by the registry while it runs one).
   std::string currentRule;
 
-  bool inProject(clang::SourceLocation loc) const;
+  bool inProject(clang::SourceLocation loc) const { return project_.contains(loc); }
 
   // Runs `matcher` over the project's declarations only (never over torch's headers) and calls
   // `onMatch` for every match. Template instantiations are visited: their types are concrete.
@@ -84,12 +98,11 @@ class Migration {
   bool edited(clang::SourceLocation loc) const;  // some edit touches `loc` already
 
  private:
-  const ProjectScope &scope_;
+  ProjectFiles project_;
   UnitResult &out_;
   std::vector<clang::Decl *> projectDecls_;  // top-level declarations in the project's files
   std::vector<const clang::FunctionDecl *> users_;
   std::set<clang::FileID> filesUsingAcc_;
-  std::map<clang::FileID, bool> inProjectCache_;
 };
 
 }  // namespace accmigrate

@@ -22,6 +22,9 @@ namespace {
 
 // What the cached header holds. Files that include less of torch still gain: the rest is loaded lazily.
 const char kPrefix[] = "#include <torch/torch.h>\n";
+// How it is built (part of the key, so that a cache from an older build is not reused): function
+// bodies skipped.
+const char kBuild[] = "skip-function-bodies";
 
 // The compile command without what names this one file (the source, its object, its dependency
 // file): files built with the same flags share one PCH.
@@ -52,6 +55,9 @@ class WritePch : public GeneratePCHAction {
     ci.getFrontendOpts().OutputFile = output_;
     // Instantiate the templates torch's headers use once, in the PCH, instead of in every file.
     ci.getLangOpts().PCHInstantiateTemplates = true;
+    // acc-migrate never looks inside torch's functions: without their bodies the PCH is smaller, and
+    // each file instantiates torch's templates for its types without parsing their code.
+    ci.getFrontendOpts().SkipFunctionBodies = true;
     return true;
   }
 
@@ -93,7 +99,8 @@ std::string PchCache::pchFor(const CompileCommand &command) {
   std::vector<std::string> flags = sharedFlags(command);
   llvm::MD5 md5;
   for (llvm::StringRef part : {llvm::StringRef(CLANG_VERSION_STRING), llvm::StringRef(ACC_CLANG_RESOURCE_DIR),
-                               llvm::StringRef(kPrefix), llvm::StringRef(command.Directory)}) {
+                               llvm::StringRef(kPrefix), llvm::StringRef(kBuild),
+                               llvm::StringRef(command.Directory)}) {
     md5.update(part);
     md5.update(llvm::ArrayRef<uint8_t>{0});
   }

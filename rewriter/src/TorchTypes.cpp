@@ -7,13 +7,28 @@ using namespace clang;
 
 namespace accmigrate {
 
+// The class a base specifier names; in a template's pattern (`: public DataLoaderBase<Dataset, ...>`,
+// a dependent type) the class template's own record, which is all a check by name needs.
+static const CXXRecordDecl *baseRecord(QualType type) {
+  if (const CXXRecordDecl *rd = type->getAsCXXRecordDecl()) return rd;
+  if (const auto *tst = type->getAs<TemplateSpecializationType>())
+    if (const TemplateDecl *td = tst->getTemplateName().getAsTemplateDecl())
+      return dyn_cast_or_null<CXXRecordDecl>(td->getTemplatedDecl());
+  return nullptr;
+}
+
 bool derivesFrom(const CXXRecordDecl *rd, StringRef qualifiedName) {
   if (!rd) return false;
   if (rd->getQualifiedNameAsString() == qualifiedName) return true;
-  rd = rd->getDefinition();
-  if (!rd) return false;
-  for (const CXXBaseSpecifier &base : rd->bases())
-    if (derivesFrom(base.getType()->getAsCXXRecordDecl(), qualifiedName)) return true;
+  const CXXRecordDecl *definition = rd->getDefinition();
+  // A specialization nothing required complete is not instantiated (acc-migrate skips the bodies of
+  // torch's functions, which would have): its template's bases say what it derives from.
+  if (!definition)
+    if (const auto *spec = dyn_cast<ClassTemplateSpecializationDecl>(rd))
+      definition = spec->getSpecializedTemplate()->getTemplatedDecl()->getDefinition();
+  if (!definition) return false;
+  for (const CXXBaseSpecifier &base : definition->bases())
+    if (derivesFrom(baseRecord(base.getType()), qualifiedName)) return true;
   return false;
 }
 
