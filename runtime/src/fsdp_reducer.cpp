@@ -1,6 +1,8 @@
 #include "fsdp_reducer.h"
 
+#include <ATen/ops/div.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/zeros.h>
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/engine.h>
@@ -44,6 +46,7 @@ ShardedReducer::ShardedReducer(std::vector<NamedTensor> parameters, ProcessGroup
       world_size_(world_size),
       ready_(params_.size(), false),
       offload_(offload) {
+  world_divisor_ = at::scalar_tensor(static_cast<double>(world_size_), at::TensorOptions().dtype(at::kFloat));
   std::vector<at::Tensor> tensors;
   for (const auto& p : params_) tensors.push_back(p.tensor);
   units_ = flatten_parameters(tensors, bucket_cap_mb, shard_group_.rank(), shard_group_.size());
@@ -175,8 +178,9 @@ void ShardedReducer::store_gradient(size_t param, const at::Tensor& grad) {
   }
   // Sum of (g / world) over every rank = the mean; under HYBRID_SHARD_ZERO2 the sum is finished
   // by the all-reduce across machines. Divided here, while the gradient is in cache.
-  slot.view(grad.sizes()).copy_(grad);
-  slot.div_(world_size_);
+  // One pass over memory: the copy divides.
+  auto destination = slot.view(grad.sizes());
+  at::div_out(destination, grad, world_divisor_);
 }
 
 void ShardedReducer::launch_ready_units() {

@@ -95,6 +95,7 @@ class ShardedReducer : public GradientSync {
   ProcessGroup& shard_group_;
   ProcessGroup* replica_group_;
   int world_size_;
+  at::Tensor world_divisor_;  // 0-dim CPU float: gradients are divided as they are copied
   std::vector<FlatParameter> units_;
   std::vector<Unit> state_;
   std::vector<size_t> unit_of_;
