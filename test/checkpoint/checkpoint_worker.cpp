@@ -7,6 +7,10 @@
 //   train-kill <dir> <K>          trains K steps, save_state(dir) inside the loop, SIGKILLs itself
 //   resume <dir> <N> <out>        load_state(dir), loops over the loader (which continues inside
 //                                 the saved epoch) to N, writes the weights to out
+//   uneven <dir> <S>              3 passes over a loader with even_batches(false), whose ranks get
+//                                 different numbers of batches; save_state(dir) in pass 1 after
+//                                 S batches of the loop (S = 0: after the loop); prints each batch
+//   uneven-resume <dir>           load_state(dir), then the passes left, printed the same way
 // Exits 0 on success; prints "FAIL: ..." and exits 1 otherwise.
 #include <torch/torch.h>
 
@@ -18,6 +22,8 @@
 #include <string>
 
 #include <acc/acc.h>
+
+#include "../data/indices_dataset.h"
 
 namespace {
 
@@ -148,6 +154,52 @@ struct Run {
   }
 };
 
+// --- resume with uneven ranks ------------------------------------------------------------------
+// 9 samples in batches of 2 on 2 ranks: 5 batches dealt out in turn, so rank 0 has 3 (the last one
+// short) and rank 1 has 2; nothing is cycled to even them out. Only the pass number is registered.
+// Every batch, the end of every loop and the save are printed as lines the test compares: after
+// "saved", the resumed run must print exactly what the uninterrupted run printed.
+struct UnevenRun {
+  acc::Accelerator accelerator{options().even_batches(false)};
+  std::unique_ptr<acc::DataLoader<acc::testing::Indices, torch::data::samplers::RandomSampler>> loader;
+  int64_t pass = 0;
+  static constexpr int64_t kPasses = 3;
+
+  UnevenRun() {
+    loader = accelerator.prepare_data_loader(acc::testing::Indices(9), torch::data::DataLoaderOptions(2));
+    accelerator.register_for_checkpointing(
+        [this](torch::serialize::OutputArchive& archive) { archive.write("passes", c10::IValue(pass)); },
+        [this](torch::serialize::InputArchive& archive) {
+          c10::IValue value;
+          archive.read("passes", value);
+          pass = value.toInt();
+        });
+  }
+
+  void run(int64_t save_after = -1, const std::string& dir = "") {
+    for (; pass < kPasses; ++pass) {
+      int64_t seen = 0;
+      for (auto& batch : *loader) {
+        std::cout << "batch " << pass << ":";
+        for (auto index : acc::testing::as_indices(batch)) std::cout << ' ' << index;
+        std::cout << std::endl;
+        if (pass == 1 && ++seen == save_after) save(dir);
+      }
+      std::cout << "end " << pass << std::endl;
+      if (pass == 1 && save_after == 0) {
+        ++pass;  // the pass is over: a resumed run starts the next one
+        save(dir);
+        --pass;
+      }
+    }
+  }
+
+  void save(const std::string& dir) {
+    accelerator.save_state(dir);
+    std::cout << "saved" << std::endl;
+  }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -164,6 +216,18 @@ int main(int argc, char** argv) {
         if (mode == "train-kill") std::raise(SIGKILL);
       });
       if (mode == "train") run.write_weights(argv[5]);
+      return 0;
+    }
+    if (mode == "uneven" && argc == 4) {
+      UnevenRun run;
+      run.run(std::stoll(argv[3]), argv[2]);
+      return 0;
+    }
+    if (mode == "uneven-resume" && argc == 3) {
+      torch::randn({3});  // the loader draws another shuffle seed unless load_state restores it
+      UnevenRun run;
+      run.accelerator.load_state(argv[2]);
+      run.run();
       return 0;
     }
     if (mode == "resume" && argc == 5) {

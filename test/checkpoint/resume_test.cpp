@@ -4,9 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <random>
+#include <sstream>
 
 #include "spawn.h"
 #include "test_util.h"
@@ -81,3 +83,55 @@ void exact_resume(int ranks) {
 
 TEST(ExactResume, OneProcessKilledAndResumedMatchesUninterruptedBitForBit) { exact_resume(1); }
 TEST(ExactResume, TwoProcessesKilledAndResumedMatchUninterruptedBitForBit) { exact_resume(2); }
+
+namespace {
+// The lines of a rank's output that tell what its loop saw ("batch P: ...", "end P") and where it
+// saved; other output (warnings) is ignored.
+std::vector<std::string> loop_lines(const std::string& output) {
+  std::vector<std::string> lines;
+  std::istringstream in(output);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("batch ", 0) == 0 || line.rfind("end ", 0) == 0 || line == "saved") lines.push_back(line);
+  }
+  return lines;
+}
+
+std::vector<std::string> after_save(const std::vector<std::string>& lines) {
+  const auto saved = std::find(lines.begin(), lines.end(), "saved");
+  return saved == lines.end() ? std::vector<std::string>{} : std::vector<std::string>(saved + 1, lines.end());
+}
+
+size_t batch_lines(const std::vector<std::string>& lines, const std::string& pass) {
+  return std::count_if(lines.begin(), lines.end(),
+                       [&](const std::string& line) { return line.rfind("batch " + pass + ":", 0) == 0; });
+}
+
+// even_batches(false), 9 samples in batches of 2 on 2 ranks: rank 0 has 3 batches per pass and
+// rank 1 has 2. The parameter is where the straight run saves in its second pass: after 1 batch
+// (both ranks inside the pass), after 2 (rank 1 has had its last batch, rank 0 has one more), or
+// after the loop (0). The resumed run, given only the checkpoint, must continue each rank exactly
+// as the straight run did.
+class UnevenResume : public ::testing::TestWithParam<int> {};
+}  // namespace
+
+TEST_P(UnevenResume, EachRankContinuesAsTheUninterruptedRun) {
+  ScratchDir dir;
+  const auto straight =
+      acc::testing::spawn_ranks(worker(), {"uneven", dir / "ckpt", std::to_string(GetParam())}, 2, 120s);
+  ASSERT_TRUE(straight.all_succeeded()) << straight.describe();
+  const auto resumed = acc::testing::spawn_ranks(worker(), {"uneven-resume", dir / "ckpt"}, 2, 120s);
+  ASSERT_TRUE(resumed.all_succeeded()) << resumed.describe();
+  for (int rank = 0; rank < 2; ++rank) {
+    const auto lines = loop_lines(straight.ranks[rank].output);
+    // The premise: the ranks' shares differ in size, and the save happened.
+    EXPECT_EQ(batch_lines(lines, "1"), rank == 0 ? 3u : 2u) << straight.describe();
+    const auto expected = after_save(lines);
+    ASSERT_FALSE(expected.empty()) << straight.describe();
+    EXPECT_EQ(loop_lines(resumed.ranks[rank].output), expected)
+        << "rank " << rank << "\n" << straight.describe() << resumed.describe();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(SavedInPass, UnevenResume, ::testing::Values(1, 2, 0), [](const auto& info) {
+  return info.param == 0 ? std::string("AfterTheLoop") : "AfterBatch" + std::to_string(info.param);
+});

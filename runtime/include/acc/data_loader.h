@@ -144,7 +144,7 @@ class DataLoader {
     if (!drop_last_ && dataset_size_ >= 0) {
       state_.remainder = dataset_size_ % static_cast<int64_t>(total_batch_size());
     }
-    current_.reset();
+    current_.reset();  // a loop left early keeps its batches until here
     next_.reset();
     inner_it_.emplace(inner_->begin());  // resets the sampler: draws the epoch
     detail::check_same_index_stream(epoch_->stream_fingerprint, epoch_->drawn_epoch);
@@ -154,22 +154,20 @@ class DataLoader {
       detail::begin_dataloader(*context_.gradient_state, &state_);
       registered_ = true;
     }
-    current_ = pull();
-    if (!current_) return;
+    if (!pull(current_)) return;
     ++epoch_->yielded;
     place(*current_);
-    next_ = pull();
-    state_.end_of_dataloader = !next_;
+    state_.end_of_dataloader = !pull(next_);
   }
 
-  // Moves to the next batch; false at the end of the epoch.
+  // Moves to the next batch; false at the end of the epoch. The two buffers trade places, so no
+  // optional is built or torn down per batch.
   bool advance() {
     if (!next_) return false;
-    current_ = std::move(next_);
+    std::swap(current_, next_);
     ++epoch_->yielded;
     place(*current_);
-    next_ = pull();
-    state_.end_of_dataloader = !next_;
+    state_.end_of_dataloader = !pull(next_);
     return true;
   }
 
@@ -179,16 +177,21 @@ class DataLoader {
     registered_ = false;
   }
 
-  std::optional<Batch> pull() {
+  // Loads libtorch's next batch into `slot` (released first, so that no more batches are alive
+  // than the lookahead needs); empties it at the end of the epoch.
+  bool pull(std::optional<Batch>& slot) {
     auto& it = *inner_it_;
-    if (it == *inner_end_) return std::nullopt;
-    std::optional<Batch> batch(std::move(*it));
+    if (it == *inner_end_) {
+      slot.reset();
+      return false;
+    }
+    slot = std::move(*it);
     ++it;
-    return batch;
+    return true;
   }
 
   void place(Batch& batch) const {
-    if (context_.device) batch = detail::place(batch, *context_.device, context_.non_blocking);
+    if (context_.device) detail::place_in(batch, *context_.device, context_.non_blocking);
   }
 
   torch::data::DataLoaderOptions options_;

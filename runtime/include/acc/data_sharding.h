@@ -52,6 +52,36 @@ void with_seeded_generator(uint64_t seed, const std::function<void()>& draw);
 uint64_t fingerprint(const std::vector<IndexBatch>& batches);
 
 namespace detail {
+/// An epoch's batches of indices stored back to back in one buffer that later epochs reuse:
+/// one allocation per batch, all alive at once until the batch is loaded, made drawing an
+/// epoch cost a noticeable part of loading it when batches are cheap.
+class IndexBatches {
+ public:
+  size_t size() const { return ends_.size(); }
+  void clear() {
+    indices_.clear();
+    ends_.clear();
+  }
+  void push_back(const IndexBatch& batch) {
+    indices_.insert(indices_.end(), batch.begin(), batch.end());
+    ends_.push_back(indices_.size());
+  }
+  void pop_back() {
+    ends_.pop_back();
+    indices_.resize(ends_.empty() ? 0 : ends_.back());
+  }
+  size_t batch_size(size_t i) const { return ends_[i] - begin(i); }
+  IndexBatch operator[](size_t i) const {
+    return IndexBatch(indices_.begin() + static_cast<std::ptrdiff_t>(begin(i)),
+                      indices_.begin() + static_cast<std::ptrdiff_t>(ends_[i]));
+  }
+
+ private:
+  size_t begin(size_t i) const { return i == 0 ? 0 : ends_[i - 1]; }
+  std::vector<size_t> indices_;
+  std::vector<size_t> ends_;  // ends_[i]: one past batch i's last index in indices_
+};
+
 /// The epoch's result, shared between the sampler (inside libtorch's loader) and acc's loader.
 struct ShardEpoch {
   uint64_t seed = 0;
@@ -60,7 +90,7 @@ struct ShardEpoch {
   size_t skip = 0;                // batches the next reset() skips (one-shot)
   bool drawn = false;
   uint64_t stream_fingerprint = 0;
-  std::vector<IndexBatch> batches;  // this rank's batches of the drawn epoch
+  IndexBatches batches;           // this rank's batches of the drawn epoch
   size_t position = 0;            // next batch the sampler hands libtorch (runs ahead: prefetch)
   size_t first = 0;               // batches of the drawn epoch skipped at reset()
   // Kept by the loader, not the sampler: libtorch's workers fetch ahead of what the loop sees.
@@ -94,23 +124,33 @@ class BatchSamplerShard : public torch::data::samplers::Sampler<IndexBatch> {
 
   void reset(std::optional<size_t> new_size = std::nullopt) override {
     auto& s = *state_;
+    // One process: nothing to shard and no rank to compare with, so the stream goes straight
+    // into the epoch's batches rather than being kept, hashed and dealt out (O(dataset) work
+    // that cheap batches feel).
+    const bool alone = shard_.num_processes == 1;
     std::vector<IndexBatch> base;
+    s.batches.clear();
     with_seeded_generator(s.seed + s.epoch, [&] {
       base_.reset(new_size);
       while (auto batch = base_.next(batch_size_)) {
         if (batch->empty()) break;
-        base.push_back(std::move(*batch));
+        if (alone) {
+          s.batches.push_back(*batch);
+        } else {
+          base.push_back(std::move(*batch));
+        }
       }
     });
-    if (drop_last_ && !base.empty() && base.back().size() < batch_size_) base.pop_back();
-    // One process: nothing to shard and no rank to compare with, so the epoch's batches are
-    // moved rather than copied and hashed (O(dataset) work that cheap batches feel).
-    if (shard_.num_processes == 1) {
+    if (alone) {
+      const size_t n = s.batches.size();
+      if (drop_last_ && n > 0 && s.batches.batch_size(n - 1) < batch_size_) s.batches.pop_back();
       s.stream_fingerprint = 0;
-      s.batches = std::move(base);
     } else {
+      if (drop_last_ && !base.empty() && base.back().size() < batch_size_) base.pop_back();
       s.stream_fingerprint = fingerprint(base);
-      s.batches = shard_batches(base, batch_size_, drop_last_, shard_);
+      for (const auto& batch : shard_batches(base, batch_size_, drop_last_, shard_)) {
+        s.batches.push_back(batch);
+      }
     }
     s.position = std::min(s.skip, s.batches.size());
     s.first = s.position;
@@ -123,7 +163,7 @@ class BatchSamplerShard : public torch::data::samplers::Sampler<IndexBatch> {
   std::optional<IndexBatch> next(size_t /*batch_size: fixed at construction*/) override {
     auto& s = *state_;
     if (s.position >= s.batches.size()) return std::nullopt;
-    return std::move(s.batches[s.position++]);  // each epoch is drawn anew by reset()
+    return s.batches[s.position++];
   }
 
   void save(torch::serialize::OutputArchive& archive) const override {

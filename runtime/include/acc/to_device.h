@@ -149,4 +149,21 @@ std::optional<T> to_device(const std::optional<T>& item, const c10::Device& devi
   return detail::place(*item, device, non_blocking);
 }
 
+namespace detail {
+/// What the prepared loader does to each batch: moves it to `device` in place. A tensor, or an
+/// Example of tensors, already there (every batch of a CPU run) is left as it is rather than
+/// replaced by a copy of its handles, which costs reference-count traffic per batch.
+template <typename T>
+void place_in(T& batch, const c10::Device& device, bool non_blocking) {
+  if constexpr (std::is_same_v<T, at::Tensor>) {
+    if (batch.defined() && batch.device() != device) batch = to_device(batch, device, non_blocking);
+  } else if constexpr (std::is_same_v<T, torch::data::Example<>>) {
+    place_in(batch.data, device, non_blocking);
+    place_in(batch.target, device, non_blocking);
+  } else {
+    batch = place(batch, device, non_blocking);
+  }
+}
+}  // namespace detail
+
 }  // namespace acc
