@@ -25,9 +25,10 @@ import tempfile
 
 import numpy as np
 
+from compare import TOLERANCE, close
+
 FEATURES, HIDDEN, MIDDLE, STEPS, BATCH, WORLD, LR = 4, 15, 2, 10, 4, 2, 0.01
 SAMPLES = STEPS * BATCH * WORLD
-TOLERANCE = 1e-5
 
 
 def build_model():
@@ -127,16 +128,6 @@ def run(command, env):
     if process.returncode != 0:
         print("command failed:", " ".join(command), "\n", output[-4000:])
         sys.exit(1)
-
-
-def close(name, a, b):
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    if a.shape != b.shape:
-        print(f"{name}: shapes differ {a.shape} vs {b.shape}")
-        return False
-    worst = float(np.max(np.abs(a - b) / np.maximum(np.abs(b), 1e-3))) if a.size else 0.0
-    print(f"{name}: {a.size} values, worst relative difference {worst:.2e}")
-    return worst <= TOLERANCE
 
 
 def main(acc_binary):

@@ -15,9 +15,10 @@ import tempfile
 
 import numpy as np
 
+from compare import close
+
 FEATURES, HIDDEN, SAMPLES, EPOCHS, LR = 4, 16, 48, 3, 0.1
 SHAPES = [(HIDDEN, FEATURES), (HIDDEN,), (1, HIDDEN), (1,)]
-TOLERANCE = 1e-5
 
 
 def write_inputs(directory):
@@ -79,16 +80,6 @@ def run(command, env=None):
         print("command failed:", " ".join(command), "\n", result.stdout[-4000:],
               result.stderr[-4000:])
         sys.exit(1)
-
-
-def close(name, a, b):
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    if a.shape != b.shape:
-        print(f"{name}: shapes differ {a.shape} vs {b.shape}")
-        return False
-    worst = float(np.max(np.abs(a - b) / np.maximum(np.abs(b), 1e-3))) if a.size else 0.0
-    print(f"{name}: {a.size} values, worst relative difference {worst:.2e}")
-    return worst <= TOLERANCE
 
 
 def main(acc_binary):
