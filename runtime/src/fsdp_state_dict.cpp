@@ -299,8 +299,9 @@ void FsdpStateDicts::save_optimizer(torch::optim::Optimizer& optimizer, const st
     const auto& slot = *slots[p];
     if (slot.reducer == nullptr) {
       for (size_t f = 0; f < fields.size(); ++f) {
-        if (cells[p][1 + f] && writer) *field_slot(*states.at(slot.full.unsafeGetTensorImpl()), fields[f]) =
-            local_field(slot, fields[f]);
+        if (!cells[p][1 + f] || !writer) continue;
+        // Not sharded (frozen): every rank holds it whole.
+        *field_slot(*states.at(slot.full.unsafeGetTensorImpl()), fields[f]) = local_field(slot, fields[f]);
       }
       continue;
     }
