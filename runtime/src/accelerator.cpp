@@ -34,11 +34,12 @@ bool shards_gradients(const ResolvedOptions& resolved) {
                                resolved.fsdp.sharding_strategy == ShardingStrategy::HYBRID_SHARD_ZERO2);
 }
 
-// Testing hook: the grad scaler normally runs only for fp16 on CUDA. Tests force it on CPU tensors
-// (with fp16 requested) to check its logic where no GPU is.
-bool grad_scaler_forced_for_testing(const EnvLookup& env) {
-  auto value = env("ACC_TEST_FORCE_GRAD_SCALER");
-  return value && parse_env_bool("ACC_TEST_FORCE_GRAD_SCALER", *value);
+// Testing hooks: the grad scaler normally runs only for fp16 on CUDA, FSDP offload only on CUDA.
+// Tests force them on CPU tensors (ACC_TEST_FORCE_GRAD_SCALER with fp16 requested,
+// ACC_TEST_FORCE_FSDP_OFFLOAD with offload_params) to check their logic where no GPU is.
+bool forced_for_testing(const EnvLookup& env, const char* name) {
+  auto value = env(name);
+  return value && parse_env_bool(name, *value);
 }
 }  // namespace
 
@@ -73,13 +74,13 @@ void Accelerator::configure_mixed_precision() {
   } else if (cuda) {
     use_autocast_ = true;
     autocast_dtype_ = c10::kHalf;
-  } else if (!grad_scaler_forced_for_testing(options_.environment()) && is_local_main_process()) {
+  } else if (!forced_for_testing(options_.environment(), "ACC_TEST_FORCE_GRAD_SCALER") && is_local_main_process()) {
     // Accelerate's behaviour: fp16 needs a GPU; on CPU it trains in fp32.
     std::cerr << "acc: warning: mixed_precision fp16 needs CUDA; training on CPU in fp32 (use bf16 "
                  "for mixed precision on CPU)" << std::endl;
   }
   if (precision == MixedPrecision::FP16 &&
-      (cuda || grad_scaler_forced_for_testing(options_.environment())) &&
+      (cuda || forced_for_testing(options_.environment(), "ACC_TEST_FORCE_GRAD_SCALER")) &&
       options_.grad_scaler().enabled()) {
     gradient_state_->scaler = std::make_shared<GradScaler>(options_.grad_scaler(), device());
   }
@@ -87,11 +88,8 @@ void Accelerator::configure_mixed_precision() {
 
 void Accelerator::configure_fsdp() {
   if (!resolved_.use_fsdp) return;
-  // Testing hook: offload's copies run on CPU too when forced, so its logic is tested where no
-  // GPU is.
-  const auto forced = options_.environment()("ACC_TEST_FORCE_FSDP_OFFLOAD");
   const bool offload = resolved_.fsdp.offload_params &&
-                       (device().is_cuda() || (forced && parse_env_bool("ACC_TEST_FORCE_FSDP_OFFLOAD", *forced)));
+                       (device().is_cuda() || forced_for_testing(options_.environment(), "ACC_TEST_FORCE_FSDP_OFFLOAD"));
   if (resolved_.fsdp.offload_params && !offload && is_main_process()) {
     std::cerr << "acc: note: FSDP offload_params changes nothing on a CPU run (the shards are "
                  "already in CPU memory)" << std::endl;
