@@ -44,8 +44,8 @@ ShardedReducer::ShardedReducer(std::vector<NamedTensor> parameters, ProcessGroup
       shard_group_(shard_group),
       replica_group_(replica_group),
       world_size_(world_size),
-      ready_(params_.size(), false),
-      offload_(offload) {
+      offload_(offload),
+      ready_(params_.size(), false) {
   world_divisor_ = at::scalar_tensor(static_cast<double>(world_size_), at::TensorOptions().dtype(at::kFloat));
   std::vector<at::Tensor> tensors;
   for (const auto& p : params_) tensors.push_back(p.tensor);
@@ -197,13 +197,7 @@ void ShardedReducer::launch_ready_units() {
     state.reduced = state.accumulate || offload_
                         ? at::empty({units_[next_to_launch_].shard_numel}, state.full_grad.options())
                         : state.grad_shard;
-    c10d::ReduceScatterOptions options;
-    options.reduceOp = c10d::ReduceOp::SUM;
-    options.timeout = shard_group_.timeout_for(state.full_grad);
-    // Gloo (torch >= 2.6) and NCCL both implement the flat reduce-scatter natively.
-    state.work = shard_group_.launched(shard_group_.backend_for(state.full_grad)
-                                           ._reduce_scatter_base(state.reduced, state.full_grad,
-                                                                 options));
+    state.work = shard_group_.reduce_scatter_flat(state.reduced, state.full_grad);
     ++next_to_launch_;
   }
 }
@@ -317,12 +311,8 @@ void ShardedReducer::all_gather_parameters() {
 void ShardedReducer::launch_parameter_gather(size_t u) {
   c10::NoGradGuard no_grad;
   auto& unit = units_[u];
-  Gather gather{u, offload_ ? masters_[u].to(unit.flat.device()) : unit.shard().clone(), {}};
-  c10d::AllgatherOptions options;
-  options.timeout = shard_group_.timeout_for(unit.flat);
-  gather.work = shard_group_.launched(
-      shard_group_.backend_for(unit.flat)._allgather_base(unit.flat, gather.input, options));
-  gathers_.push_back(std::move(gather));
+  if (offload_) unit.shard().copy_(masters_[u]);
+  gathers_.push_back({u, shard_group_.all_gather_flat(unit.flat)});
 }
 
 void ShardedReducer::parameters_changed() {

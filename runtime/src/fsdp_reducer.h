@@ -106,7 +106,6 @@ class ShardedReducer : public GradientSync {
   std::vector<at::Tensor> free_buffers_;
   struct Gather {
     size_t unit;
-    at::Tensor input;  // a copy of the shard: the input must not alias the output on every backend
     c10::intrusive_ptr<c10d::Work> work;
   };
   std::vector<Gather> gathers_;     // launched, not yet waited for

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 
+#include "ring_collectives.h"
+
 namespace acc::detail {
 
 std::string error_text(const std::exception& error) {
@@ -159,6 +161,34 @@ std::vector<at::Tensor> ProcessGroup::all_gather(const at::Tensor& tensor, const
   options.timeout = timeout_for(tensor);
   wait(launched(backend_for(tensor).allgather(outputs, inputs, options)), what, options.timeout);
   return outputs[0];
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroup::reduce_scatter_flat(const at::Tensor& output,
+                                                                  const at::Tensor& input) {
+  if (input.is_cuda()) {
+    c10d::ReduceScatterOptions options;
+    options.reduceOp = c10d::ReduceOp::SUM;
+    options.timeout = nccl_timeout_;
+    auto out = output;
+    auto in = input;
+    return launched(backend_for(input)._reduce_scatter_base(out, in, options));
+  }
+  if (!ring_) ring_ = std::make_unique<RingCollectives>(*gloo_, rank_, size_, gloo_timeout_);
+  return launched(ring_->reduce_scatter(output, input));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroup::all_gather_flat(const at::Tensor& flat) {
+  if (flat.is_cuda()) {
+    c10d::AllgatherOptions options;
+    options.timeout = nccl_timeout_;
+    auto out = flat;
+    // A copy of this rank's chunk as the input: NCCL documents the in-place case, but it has not
+    // run on a GPU here.
+    auto in = flat.chunk(size_)[rank_].clone();
+    return launched(backend_for(flat)._allgather_base(out, in, options));
+  }
+  if (!ring_) ring_ = std::make_unique<RingCollectives>(*gloo_, rank_, size_, gloo_timeout_);
+  return launched(ring_->all_gather(flat));
 }
 
 void ProcessGroup::barrier(const std::string& what) {

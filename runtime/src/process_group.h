@@ -16,6 +16,7 @@
 
 namespace acc::detail {
 
+class RingCollectives;
 using Milliseconds = std::chrono::milliseconds;
 
 // Defined in gloo_backend.cpp and nccl_backend.cpp, the only files that see those libraries' headers.
@@ -65,6 +66,15 @@ class ProcessGroup {
   /// Every rank's `value`, exchanged through the store (small strings: metadata, not tensors).
   std::vector<std::string> all_gather_strings(const std::string& value, const std::string& what);
 
+  /// Flat collectives over size() equal chunks of a 1-D buffer, launched without waiting, in the
+  /// order called (the same on every rank). CPU buffers go round rings of send/recv on this
+  /// group's ring thread (ring_collectives.h: Gloo's own versions copy and all-reduce the whole
+  /// buffer), CUDA buffers to NCCL.
+  /// `output` = this rank's chunk of the SUM of every rank's `input`; `input` may be overwritten.
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_flat(const at::Tensor& output, const at::Tensor& input);
+  /// Every chunk of `flat` from its owner; chunk rank() already holds this rank's.
+  c10::intrusive_ptr<c10d::Work> all_gather_flat(const at::Tensor& flat);
+
   /// Collectives issued by this process so far (diagnostics: tests prove that accumulation
   /// steps communicate nothing). Every collective goes through launched().
   uint64_t num_collectives() const { return num_collectives_; }
@@ -88,6 +98,7 @@ class ProcessGroup {
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::Backend> gloo_;
   c10::intrusive_ptr<c10d::Backend> nccl_;
+  std::unique_ptr<RingCollectives> ring_;  // started by the first flat CPU collective
 };
 
 /// The text of an exception without libtorch's C++ backtrace.
