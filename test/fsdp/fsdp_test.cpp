@@ -121,6 +121,57 @@ TEST_F(FsdpCheckpoint, HybridShardedResumesOnThreeRanks) {
   run({"sharded_resume", dir(), "SHARD_GRAD_OP"}, 3);
 }
 
+// FSDP's flat collectives on CPU are acc's send/recv rings (ring_collectives.h).
+class Rings : public ::testing::TestWithParam<int> {};
+
+std::string collectives_worker() { return acc::testing::executable_dir() + "/acc_fsdp_collectives_worker"; }
+
+// Reduce-scatter and all-gather in 4 dtypes and 3 sizes, all launched before any is waited for,
+// equal Gloo's all-reduce and every rank's chunks exactly (integer data), random floats to 1e-5.
+TEST_P(Rings, AgreeWithGloo) {
+  auto result = spawn_ranks(collectives_worker(), {"agree"}, GetParam(), seconds(120));
+  EXPECT_TRUE(result.all_succeeded()) << result.describe();
+}
+
+INSTANTIATE_TEST_SUITE_P(Fsdp, Rings, ::testing::Values(2, 3, 4),
+                         [](const auto& info) { return std::to_string(info.param) + "Ranks"; });
+
+TEST(Rings, DeadPeerFailsTheRingAndTheNextOneWithinSeconds) {
+  auto result = spawn_ranks(collectives_worker(), {"ring_peer_failure"}, 2, seconds(60));
+  ASSERT_FALSE(result.timed_out) << result.describe();
+  EXPECT_EQ(result.ranks[1].exit_code, 3) << result.describe();
+  EXPECT_EQ(result.ranks[0].exit_code, 0) << result.describe();
+  EXPECT_NE(result.ranks[0].output.find("ring after the peer left failed on rank 0 of 2"), std::string::npos)
+      << result.describe();
+}
+
+TEST(Rings, StalledPeerTimesOutWithTheConfiguredDeadline) {
+  auto result = spawn_ranks(collectives_worker(), {"ring_peer_failure", "stall"}, 2, seconds(60));
+  ASSERT_FALSE(result.timed_out) << result.describe();
+  EXPECT_EQ(result.ranks[0].exit_code, 0) << result.describe();
+  EXPECT_NE(result.ranks[0].output.find("timeout 3 s"), std::string::npos) << result.describe();
+}
+
+TEST(Rings, DestroyingTheGroupAbortsARingInFlight) {
+  auto result = spawn_ranks(collectives_worker(), {"shutdown_with_ring_in_flight"}, 2, seconds(60));
+  EXPECT_TRUE(result.all_succeeded()) << result.describe();
+}
+
+TEST(Fsdp, DeadPeerBecomesAnErrorNotAHang) {
+  auto result = spawn_ranks(collectives_worker(), {"training_peer_failure"}, 2, seconds(60));
+  ASSERT_FALSE(result.timed_out) << result.describe();
+  EXPECT_EQ(result.ranks[1].exit_code, 3) << result.describe();
+  EXPECT_EQ(result.ranks[0].exit_code, 0) << result.describe();
+  EXPECT_NE(result.ranks[0].output.find("on rank 0 of 2"), std::string::npos) << result.describe();
+}
+
+TEST(Fsdp, StalledPeerTimesOutWithTheConfiguredDeadline) {
+  auto result = spawn_ranks(collectives_worker(), {"training_peer_failure", "stall"}, 2, seconds(60));
+  ASSERT_FALSE(result.timed_out) << result.describe();
+  EXPECT_EQ(result.ranks[0].exit_code, 0) << result.describe();
+  EXPECT_NE(result.ranks[0].output.find("timeout 3 s"), std::string::npos) << result.describe();
+}
+
 TEST(MergeWeights, UsageHelpAndErrors) {
   const auto tool = acc::testing::executable_dir() + "/acc-merge-weights";
   auto one = [&](const std::vector<std::string>& args) { return spawn_ranks(tool, args, 1, seconds(60)).ranks.at(0); };
