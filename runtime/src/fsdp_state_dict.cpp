@@ -1,6 +1,5 @@
 #include "fsdp_state_dict.h"
 
-#include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 #include <c10/core/GradMode.h>
@@ -320,19 +319,22 @@ void FsdpStateDicts::save_optimizer(torch::optim::Optimizer& optimizer, const st
           if (found != slot_of.end() && cells[found->second][1 + f]) members.emplace_back(found->second, j);
         }
         if (members.empty()) continue;  // the same on every rank: the summary is shared
-        auto shard = at::zeros({unit.shard_numel}, unit.flat.options());
+        // The field laid out as the unit's flat buffer: this rank fills its shard, the all-gather
+        // the rest.
+        auto flat = at::zeros({unit.flat.numel()}, unit.flat.options());
         for (const auto& [p, j] : members) {
           const auto& slot = *slots[p];
           const auto tensor = local_field(slot, fields[f]);
           if (!tensor.defined() || slot.begin == slot.end) continue;
-          shard.narrow(0, unit.offsets[j] + slot.begin - unit.shard_offset, slot.end - slot.begin)
-              .copy_(tensor.reshape({-1}));
+          flat.narrow(0, unit.offsets[j] + slot.begin, slot.end - slot.begin).copy_(tensor.reshape({-1}));
         }
-        auto gathered = group->all_gather(shard, "FSDP FULL_STATE_DICT gather of optimizer state '" + fields[f] +
-                                                     "' (unit " + std::to_string(u + 1) + ")");
+        group->wait(group->all_gather_flat(flat),
+                    "FSDP FULL_STATE_DICT gather of optimizer state '" + fields[f] + "' (unit " +
+                        std::to_string(u + 1) + ")",
+                    group->timeout_for(flat));
         if (!writer) continue;
         // Offloaded as Accelerate's FullStateDictConfig(offload_to_cpu=True, rank0_only=True).
-        const auto whole = at::cat(gathered).to(at::kCPU);
+        const auto whole = flat.to(at::kCPU);
         for (const auto& [p, j] : members) {
           const auto& full = slots[p]->full;
           *field_slot(*states.at(full.unsafeGetTensorImpl()), fields[f]) =
