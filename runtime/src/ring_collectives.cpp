@@ -63,6 +63,7 @@ c10::intrusive_ptr<c10d::Work> RingCollectives::reduce_scatter(at::Tensor output
       output.copy_(input);
       return;
     }
+    if (output.numel() == 0) return;  // chunk() would give fewer than size() chunks
     auto chunks = input.chunk(size_);
     auto incoming = scratch(output.numel(), output.options());
     // Step s passes on the partial sum of chunk rank-s-1 and adds the previous rank's partial
@@ -85,6 +86,7 @@ c10::intrusive_ptr<c10d::Work> RingCollectives::all_gather(at::Tensor flat) {
   TORCH_CHECK(flat.numel() % size_ == 0, "acc: internal: ring all-gather of ", flat.numel(),
               " elements over ", size_, " ranks");
   return launch([this, flat = std::move(flat)] {
+    if (flat.numel() == 0) return;
     auto chunks = flat.chunk(size_);
     // Step s passes on chunk rank-s (its own first, then the one just received).
     for (int s = 0; s < size_ - 1; ++s) {

@@ -43,6 +43,12 @@ at::Tensor data_of(int rank, int id, int64_t numel, at::ScalarType dtype) {
   return at::randint(-8, 9, {numel}).to(dtype);
 }
 
+// Chunk `r` of `size` equal chunks of 1-D `t` (also when `t` is empty, where chunk() gives one).
+at::Tensor chunk_of(const at::Tensor& t, int r, int size) {
+  const int64_t n = t.numel() / size;
+  return t.narrow(0, r * n, n);
+}
+
 struct Case {
   int id;
   int64_t numel;
@@ -61,14 +67,14 @@ void agree() {
   std::vector<Case> cases;
   int id = 0;
   for (auto dtype : {at::kFloat, at::kDouble, at::kLong, at::kBFloat16}) {
-    for (int64_t per_rank : {1, 1000, 5003}) cases.push_back({id++, per_rank * world, dtype, {}, {}, {}, {}, {}});
+    for (int64_t per_rank : {0, 1, 1000, 5003}) cases.push_back({id++, per_rank * world, dtype, {}, {}, {}, {}, {}});
   }
   const auto before = group.num_collectives();
   for (auto& c : cases) {
     c.input = data_of(rank, c.id, c.numel, c.dtype);
     c.output = at::full({c.numel / world}, -99, at::TensorOptions().dtype(c.dtype));
     c.flat = at::full({c.numel}, -99, at::TensorOptions().dtype(c.dtype));
-    c.flat.chunk(world)[rank].copy_(data_of(rank, c.id, c.numel, c.dtype).chunk(world)[rank]);
+    chunk_of(c.flat, rank, world).copy_(chunk_of(data_of(rank, c.id, c.numel, c.dtype), rank, world));
     c.reduce_scatter = group.reduce_scatter_flat(c.output, c.input.clone());
     c.all_gather = group.all_gather_flat(c.flat);
   }
@@ -80,9 +86,9 @@ void agree() {
     group.wait(c.all_gather, "ring all-gather " + what, std::chrono::seconds(60));
     auto sum = c.input.clone();
     group.all_reduce_(sum, c10d::ReduceOp::SUM, "reference all-reduce");
-    expect(at::equal(c.output, sum.chunk(world)[rank]), "reduce-scatter differs from Gloo's all-reduce, " + what);
+    expect(at::equal(c.output, chunk_of(sum, rank, world)), "reduce-scatter differs from Gloo's all-reduce, " + what);
     std::vector<at::Tensor> chunks;
-    for (int r = 0; r < world; ++r) chunks.push_back(data_of(r, c.id, c.numel, c.dtype).chunk(world)[r]);
+    for (int r = 0; r < world; ++r) chunks.push_back(chunk_of(data_of(r, c.id, c.numel, c.dtype), r, world));
     expect(at::equal(c.flat, at::cat(chunks)), "all-gather differs from every rank's chunk, " + what);
   }
   // Random floats: sums in another order than Gloo's, equal to rounding.
@@ -91,7 +97,7 @@ void agree() {
   auto output = at::empty({100003});
   group.wait(group.reduce_scatter_flat(output, input.clone()), "ring reduce-scatter", std::chrono::seconds(60));
   group.all_reduce_(input, c10d::ReduceOp::SUM, "reference all-reduce");
-  const double diff = (output - input.chunk(world)[rank]).abs().max().item<double>();
+  const double diff = (output - chunk_of(input, rank, world)).abs().max().item<double>();
   expect(diff <= 1e-5, "reduce-scatter of random floats differs from Gloo's all-reduce by " + std::to_string(diff));
   std::cout << "ok: " << cases.size() << " cases on " << world << " ranks; random floats within " << diff
             << std::endl;
