@@ -137,20 +137,24 @@ TEST_P(Rings, AgreeWithGloo) {
 INSTANTIATE_TEST_SUITE_P(Fsdp, Rings, ::testing::Values(2, 3, 4),
                          [](const auto& info) { return std::to_string(info.param) + "Ranks"; });
 
-TEST(Rings, DeadPeerFailsTheRingAndTheNextOneWithinSeconds) {
-  auto result = spawn_ranks(collectives_worker(), {"ring_peer_failure"}, 2, seconds(60));
+// `scenario` of the collectives worker on 2 ranks, rank 1 exiting with 3 (dead) or sleeping past
+// the 3 s timeout (stalled): rank 0 exits 0 only after DistributedError, whose text holds `message`.
+void expect_peer_failure_reported(const std::string& scenario, bool stall, const std::string& message) {
+  std::vector<std::string> args{scenario};
+  if (stall) args.push_back("stall");
+  auto result = spawn_ranks(collectives_worker(), args, 2, seconds(60));
   ASSERT_FALSE(result.timed_out) << result.describe();
-  EXPECT_EQ(result.ranks[1].exit_code, 3) << result.describe();
+  if (!stall) EXPECT_EQ(result.ranks[1].exit_code, 3) << result.describe();
   EXPECT_EQ(result.ranks[0].exit_code, 0) << result.describe();
-  EXPECT_NE(result.ranks[0].output.find("ring after the peer left failed on rank 0 of 2"), std::string::npos)
-      << result.describe();
+  EXPECT_NE(result.ranks[0].output.find(message), std::string::npos) << result.describe();
+}
+
+TEST(Rings, DeadPeerFailsTheRingAndTheNextOneWithinSeconds) {
+  expect_peer_failure_reported("ring_peer_failure", false, "ring after the peer left failed on rank 0 of 2");
 }
 
 TEST(Rings, StalledPeerTimesOutWithTheConfiguredDeadline) {
-  auto result = spawn_ranks(collectives_worker(), {"ring_peer_failure", "stall"}, 2, seconds(60));
-  ASSERT_FALSE(result.timed_out) << result.describe();
-  EXPECT_EQ(result.ranks[0].exit_code, 0) << result.describe();
-  EXPECT_NE(result.ranks[0].output.find("timeout 3 s"), std::string::npos) << result.describe();
+  expect_peer_failure_reported("ring_peer_failure", true, "timeout 3 s");
 }
 
 TEST(Rings, DestroyingTheGroupAbortsARingInFlight) {
@@ -159,18 +163,11 @@ TEST(Rings, DestroyingTheGroupAbortsARingInFlight) {
 }
 
 TEST(Fsdp, DeadPeerBecomesAnErrorNotAHang) {
-  auto result = spawn_ranks(collectives_worker(), {"training_peer_failure"}, 2, seconds(60));
-  ASSERT_FALSE(result.timed_out) << result.describe();
-  EXPECT_EQ(result.ranks[1].exit_code, 3) << result.describe();
-  EXPECT_EQ(result.ranks[0].exit_code, 0) << result.describe();
-  EXPECT_NE(result.ranks[0].output.find("on rank 0 of 2"), std::string::npos) << result.describe();
+  expect_peer_failure_reported("training_peer_failure", false, "on rank 0 of 2");
 }
 
 TEST(Fsdp, StalledPeerTimesOutWithTheConfiguredDeadline) {
-  auto result = spawn_ranks(collectives_worker(), {"training_peer_failure", "stall"}, 2, seconds(60));
-  ASSERT_FALSE(result.timed_out) << result.describe();
-  EXPECT_EQ(result.ranks[0].exit_code, 0) << result.describe();
-  EXPECT_NE(result.ranks[0].output.find("timeout 3 s"), std::string::npos) << result.describe();
+  expect_peer_failure_reported("training_peer_failure", true, "timeout 3 s");
 }
 
 TEST(MergeWeights, UsageHelpAndErrors) {
