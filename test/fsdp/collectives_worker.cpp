@@ -130,8 +130,8 @@ void ring_peer_failure(bool stall) {
   std::_Exit(0);  // the peer is gone: leaving the process group would wait for it
 }
 
-// A process group destroyed while its ring waits for a peer that never joins returns at once,
-// and the ring's work reports the shutdown.
+// A process group destroyed while its ring waits for a peer that never joins returns within
+// seconds (not the 30-minute default timeout), and the ring's work reports the shutdown.
 void shutdown_with_ring_in_flight() {
   acc::Accelerator accelerator;
   auto& group = *accelerator.state().process_group();
@@ -141,7 +141,7 @@ void shutdown_with_ring_in_flight() {
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const auto start = Clock::now();
   pair.reset();
-  expect(seconds_since(start) < 2, "destroying the group took " + std::to_string(seconds_since(start)) + " s");
+  expect(seconds_since(start) < 10, "destroying the group took " + std::to_string(seconds_since(start)) + " s");
   if (work) {
     try {
       work->wait(std::chrono::seconds(5));
