@@ -163,6 +163,11 @@ std::vector<at::Tensor> ProcessGroup::all_gather(const at::Tensor& tensor, const
   return outputs[0];
 }
 
+RingCollectives& ProcessGroup::ring() {
+  if (!ring_) ring_ = std::make_unique<RingCollectives>(*gloo_, rank_, size_, gloo_timeout_);
+  return *ring_;
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroup::reduce_scatter_flat(const at::Tensor& output,
                                                                   const at::Tensor& input) {
   if (input.is_cuda()) {
@@ -173,8 +178,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::reduce_scatter_flat(const at::Tenso
     auto in = input;
     return launched(backend_for(input)._reduce_scatter_base(out, in, options));
   }
-  if (!ring_) ring_ = std::make_unique<RingCollectives>(*gloo_, rank_, size_, gloo_timeout_);
-  return launched(ring_->reduce_scatter(output, input));
+  return launched(ring().reduce_scatter(output, input));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroup::all_gather_flat(const at::Tensor& flat) {
@@ -184,11 +188,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::all_gather_flat(const at::Tensor& f
     auto out = flat;
     // A copy of this rank's chunk as the input: NCCL documents the in-place case, but it has not
     // run on a GPU here.
-    auto in = flat.chunk(size_)[rank_].clone();
+    const int64_t chunk = flat.numel() / size_;
+    auto in = flat.narrow(0, rank_ * chunk, chunk).clone();
     return launched(backend_for(flat)._allgather_base(out, in, options));
   }
-  if (!ring_) ring_ = std::make_unique<RingCollectives>(*gloo_, rank_, size_, gloo_timeout_);
-  return launched(ring_->all_gather(flat));
+  return launched(ring().all_gather(flat));
 }
 
 void ProcessGroup::barrier(const std::string& what) {

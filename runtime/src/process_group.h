@@ -87,6 +87,7 @@ class ProcessGroup {
  private:
   ProcessGroup(const ProcessGroup& parent, int rank, int size, c10::intrusive_ptr<c10d::Store> store);
   void create_backends(bool use_cuda);
+  RingCollectives& ring();  // started by the first flat CPU collective
 
   int rank_;
   int size_;
@@ -98,7 +99,7 @@ class ProcessGroup {
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::Backend> gloo_;
   c10::intrusive_ptr<c10d::Backend> nccl_;
-  std::unique_ptr<RingCollectives> ring_;  // started by the first flat CPU collective
+  std::unique_ptr<RingCollectives> ring_;
 };
 
 /// The text of an exception without libtorch's C++ backtrace.
