@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "../data/indices_dataset.h"
-#include "../unit/env_fixture.h"
+#include "env_fixture.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;

@@ -10,7 +10,7 @@
 #include <functional>
 #include <memory>
 
-#include "../unit/env_fixture.h"
+#include "env_fixture.h"
 #include "test_util.h"
 
 using acc::testing::ScratchDir;

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "../unit/env_fixture.h"
+#include "env_fixture.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;

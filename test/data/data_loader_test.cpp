@@ -5,7 +5,7 @@
 
 #include <acc/acc.h>
 
-#include "../unit/env_fixture.h"
+#include "env_fixture.h"
 #include "indices_dataset.h"
 
 namespace {

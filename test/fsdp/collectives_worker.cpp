@@ -1,5 +1,5 @@
 // One rank of the tests of FSDP's communication (started by fsdp_test.cpp through spawn_ranks):
-// the flat reduce-scatter and all-gather rings (ring_collectives.h) agree with Gloo's own
+// the flat reduce-scatter and all-gather rings (comm/ring_collectives.h) agree with Gloo's own
 // collectives computed in the same run, and a dead or stalled peer, in a ring or in
 // SHARD_GRAD_OP training, becomes an acc::DistributedError instead of a hang.
 // Exits 0 when every check passed; prints "FAIL: ..." and exits 1 otherwise.
@@ -24,7 +24,7 @@
 #include <acc/acc.h>
 
 #include "../support/worker_checks.h"
-#include "process_group.h"
+#include "comm/process_group.h"
 
 namespace {
 

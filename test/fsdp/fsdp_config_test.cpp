@@ -10,7 +10,7 @@
 #include <acc/fsdp.h>
 #include <acc/options.h>
 
-#include "../unit/env_fixture.h"
+#include "env_fixture.h"
 
 namespace {
 

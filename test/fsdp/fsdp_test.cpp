@@ -121,7 +121,7 @@ TEST_F(FsdpCheckpoint, HybridShardedResumesOnThreeRanks) {
   run({"sharded_resume", dir(), "SHARD_GRAD_OP"}, 3);
 }
 
-// FSDP's flat collectives on CPU are acc's send/recv rings (ring_collectives.h).
+// FSDP's flat collectives on CPU are acc's send/recv rings (comm/ring_collectives.h).
 class Rings : public ::testing::TestWithParam<int> {};
 
 std::string collectives_worker() { return acc::testing::executable_dir() + "/acc_fsdp_collectives_worker"; }

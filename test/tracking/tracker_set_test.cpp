@@ -9,7 +9,7 @@
 #include <acc/errors.h>
 #include <acc/tracking.h>
 
-#include "tracking_set.h"
+#include "tracking/tracker_set.h"
 #include "tracking_util.h"
 
 namespace {

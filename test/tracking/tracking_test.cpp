@@ -9,7 +9,7 @@
 
 #include <acc/tracking.h>
 
-#include "crc32c.h"
+#include "checkpoint/crc32c.h"
 #include "tracking_util.h"
 
 namespace {

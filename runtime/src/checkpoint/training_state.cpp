@@ -1,0 +1,325 @@
+// save_state / load_state: the files of a training checkpoint, who writes them, and the
+// automatic naming and rotation of ProjectConfiguration.
+#include <acc/checkpointing.h>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+#include <mutex>
+#include <optional>
+#include <regex>
+
+#include <acc/checkpoint_directory.h>
+#include <acc/state.h>
+
+#include "checkpoint/file_io.h"
+#include "checkpoint/loader_positions.h"
+#include "checkpoint/optimizer_files.h"
+#include "fsdp/sharded_state_dict.h"
+
+namespace fs = std::filesystem;
+
+namespace acc {
+namespace {
+
+std::string numbered(const std::string& stem, size_t index, const std::string& extension) {
+  return index == 0 ? stem + extension : stem + "_" + std::to_string(index) + extension;
+}
+
+std::string rank_file(int rank) { return "random_states_" + std::to_string(rank) + ".bin"; }
+
+void save_archive(const SaveFunction& save, const std::string& path) {
+  torch::serialize::OutputArchive archive;
+  save(archive);
+  archive.save_to(path);
+}
+
+void require_file(const std::string& path) {
+  if (!fs::exists(path)) {
+    throw CheckpointError("acc: the checkpoint has no '" + path +
+                          "'; it was saved with other prepared or registered objects (or another "
+                          "number of processes) than this program has");
+  }
+}
+
+void load_archive(const LoadFunction& load, const std::string& path, c10::Device device) {
+  require_file(path);
+  torch::serialize::InputArchive archive;
+  archive.load_from(path, device);
+  load(archive);
+}
+
+std::vector<at::Generator> generators() {
+  std::vector<at::Generator> out{at::detail::getDefaultCPUGenerator()};
+  if (at::globalContext().hasCUDA()) {
+    for (c10::DeviceIndex i = 0; i < at::detail::getCUDAHooks().deviceCount(); ++i) {
+      out.push_back(at::globalContext().defaultGenerator(c10::Device(c10::kCUDA, i)));
+    }
+  }
+  return out;
+}
+
+void save_rank_state(const CheckpointContext& context, const std::string& path) {
+  save_archive(
+      [&](torch::serialize::OutputArchive& archive) {
+        const auto all = generators();
+        for (size_t i = 0; i < all.size(); ++i) {
+          auto generator = all[i];
+          std::lock_guard<std::mutex> lock(generator.mutex());
+          archive.write("generator_" + std::to_string(i), generator.get_state());
+        }
+        archive.write("num_generators", c10::IValue(static_cast<int64_t>(all.size())));
+        for (const auto& [name, value] : context.counters) archive.write("counter_" + name, c10::IValue(value));
+      },
+      path);
+}
+
+void load_rank_state(CheckpointContext& context, const std::string& path) {
+  load_archive(
+      [&](torch::serialize::InputArchive& archive) {
+        c10::IValue count;
+        archive.read("num_generators", count);
+        const auto all = generators();
+        if (count.toInt() != static_cast<int64_t>(all.size())) {
+          std::cerr << "acc: warning: '" << path << "' holds " << count.toInt()
+                    << " generator states but this process has " << all.size()
+                    << " (other CUDA devices); restoring the CPU generator and the common ones\n";
+        }
+        for (int64_t i = 0; i < std::min<int64_t>(count.toInt(), all.size()); ++i) {
+          at::Tensor state;
+          archive.read("generator_" + std::to_string(i), state);
+          auto generator = all[i];
+          std::lock_guard<std::mutex> lock(generator.mutex());
+          generator.set_state(state);
+        }
+        for (auto& [name, value] : context.counters) {
+          c10::IValue stored;
+          if (archive.try_read("counter_" + name, stored)) value = stored.toInt();
+        }
+      },
+      path, c10::Device(c10::kCPU));
+}
+
+std::optional<int64_t> checkpoint_number(const std::string& name) {
+  static const std::regex pattern(R"(checkpoint_(\d+))");
+  std::smatch match;
+  if (!std::regex_match(name, match, pattern)) return std::nullopt;
+  return std::stoll(match[1].str());
+}
+
+// Complete numbered checkpoints under {project_dir}/checkpoints, oldest first.
+std::vector<std::pair<int64_t, fs::path>> numbered_checkpoints(const std::string& project_dir) {
+  std::vector<std::pair<int64_t, fs::path>> out;
+  const fs::path root = fs::path(project_dir) / "checkpoints";
+  if (!fs::is_directory(root)) return out;
+  for (const auto& entry : fs::directory_iterator(root)) {
+    const auto number = checkpoint_number(entry.path().filename().string());
+    if (number && entry.is_directory() && is_complete_checkpoint(entry.path().string())) {
+      out.emplace_back(*number, entry.path());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void require_project_dir(const ProjectConfiguration& project, const char* call) {
+  if (!project.automatic_checkpoint_naming() || project.project_dir().empty()) {
+    throw ConfigError(std::string("acc: ") + call +
+                      " without a directory needs automatic checkpoint naming: construct the "
+                      "Accelerator with AcceleratorOptions().project_config(acc::ProjectConfiguration()"
+                      ".project_dir(\"runs/x\").automatic_checkpoint_naming(true)), or pass a directory");
+  }
+}
+
+}  // namespace
+
+void CheckpointRegistry::add(std::vector<Entry>& list, const void* identity, SaveFunction save,
+                             LoadFunction load) {
+  for (const auto& entry : list) {
+    if (entry.identity == identity) return;  // prepared twice
+  }
+  list.push_back(Entry{identity, std::move(save), std::move(load)});
+}
+
+void CheckpointRegistry::add_data_loader(const std::shared_ptr<detail::ShardEpoch>& position) {
+  loaders_.erase(std::remove_if(loaders_.begin(), loaders_.end(),
+                                [](const auto& loader) { return loader.expired(); }),
+                 loaders_.end());
+  for (const auto& loader : loaders_) {
+    if (loader.lock() == position) return;  // prepared twice
+  }
+  loaders_.push_back(position);
+}
+
+std::vector<std::shared_ptr<detail::ShardEpoch>> CheckpointRegistry::data_loaders() const {
+  std::vector<std::shared_ptr<detail::ShardEpoch>> alive;
+  for (const auto& loader : loaders_) {
+    if (auto position = loader.lock()) alive.push_back(std::move(position));
+  }
+  return alive;
+}
+
+void CheckpointRegistry::add_model(torch::nn::Module& model) {
+  if (std::find(models_.begin(), models_.end(), &model) == models_.end()) models_.push_back(&model);
+}
+
+void CheckpointRegistry::add_optimizer(torch::optim::Optimizer& optimizer) {
+  if (std::find(optimizers_.begin(), optimizers_.end(), &optimizer) == optimizers_.end()) {
+    optimizers_.push_back(&optimizer);
+  }
+}
+
+std::string latest_checkpoint(const std::string& project_dir) {
+  const auto all = numbered_checkpoints(project_dir);
+  return all.empty() ? std::string() : all.back().second.string();
+}
+
+std::string save_training_state(CheckpointContext& context, const std::string& directory) {
+  const PartialState& state = *context.state;
+  ProjectConfiguration& project = *context.project;
+  const CheckpointRegistry& registry = *context.registry;
+  std::string target = directory;
+  const bool automatic = target.empty();
+  if (automatic) {
+    require_project_dir(project, "save_state()");
+    target = (fs::path(project.project_dir()) / "checkpoints" /
+              ("checkpoint_" + std::to_string(project.iteration())))
+                 .string();
+    if (fs::exists(target)) {
+      throw CheckpointError("acc: checkpoint '" + target + "' already exists; set "
+                            "ProjectConfiguration::iteration past it or remove it");
+    }
+  }
+  const bool writer = project.save_on_each_node() ? state.is_local_main_process() : state.is_main_process();
+  std::optional<CheckpointDirectoryWriter> out;
+  if (writer) out.emplace(target, /*create=*/true);
+  state.wait_for_everyone();
+  if (!writer) {
+    out.emplace(target, /*create=*/false);
+    out->release();
+  }
+  std::vector<std::string> written;
+  auto write = [&](const std::string& name, auto&& how) {
+    const auto path = out->file(name);
+    how(path);
+    written.push_back(path);
+  };
+  if (context.fsdp) {  // collective: every rank takes part
+    auto file = [&](const std::string& name) { return written.emplace_back(out->file(name)); };
+    for (size_t i = 0; i < registry.models().size(); ++i) {
+      context.fsdp->save_model(*registry.models()[i], numbered("model", i, ""), writer, file);
+    }
+    for (size_t i = 0; i < registry.optimizers().size(); ++i) {
+      context.fsdp->save_optimizer(*registry.optimizers()[i], numbered("optimizer", i, ""), writer, file);
+    }
+  } else if (writer) {
+    for (size_t i = 0; i < registry.models().size(); ++i) {
+      write(numbered("model", i, ".safetensors"),
+            [&](const std::string& path) { save_model_file(*registry.models()[i], path); });
+    }
+    for (size_t i = 0; i < registry.optimizers().size(); ++i) {
+      const auto tensors = out->file(numbered("optimizer", i, ".safetensors"));
+      const auto rest = out->file(numbered("optimizer", i, ".libtorch.bin"));
+      detail::save_optimizer_state(*registry.optimizers()[i], tensors, rest);
+      written.insert(written.end(), {tensors, rest});
+    }
+  }
+  if (writer) {
+    for (size_t i = 0; i < registry.schedulers().size(); ++i) {
+      write(numbered("scheduler", i, ".bin"),
+            [&](const std::string& path) { save_archive(registry.schedulers()[i].save, path); });
+    }
+    for (size_t i = 0; i < registry.custom().size(); ++i) {
+      write("custom_checkpoint_" + std::to_string(i) + ".bin",
+            [&](const std::string& path) { save_archive(registry.custom()[i].save, path); });
+    }
+  }
+  write(rank_file(state.process_index()), [&](const std::string& path) { save_rank_state(context, path); });
+  if (const auto loaders = registry.data_loaders(); !loaders.empty()) {
+    const auto positions = detail::gather_loader_positions(loaders);
+    for (size_t i = 0; writer && i < loaders.size(); ++i) {
+      write(numbered("sampler", i, ".bin"),
+            [&](const std::string& path) { detail::save_loader_position(positions, i, path); });
+    }
+  }
+  CheckpointDirectoryWriter::sync_files(written);
+  state.wait_for_everyone();
+  if (writer) out->commit();
+  state.wait_for_everyone();
+  if (automatic) {
+    project.iteration(project.iteration() + 1);
+    // Rotation only after the new checkpoint is complete: a crash never leaves fewer.
+    if (writer && project.total_limit() && *project.total_limit() > 0) {
+      auto all = numbered_checkpoints(project.project_dir());
+      const auto limit = static_cast<size_t>(*project.total_limit());
+      for (size_t i = 0; i + limit < all.size(); ++i) {
+        // Marker first: a removal cut short leaves a directory no reader picks.
+        detail::remove_tree((all[i].second / kCheckpointCompleteMarker).string());
+        detail::remove_tree(all[i].second.string());
+      }
+    }
+  }
+  return target;
+}
+
+std::string load_training_state(CheckpointContext& context, const std::string& directory) {
+  const PartialState& state = *context.state;
+  ProjectConfiguration& project = *context.project;
+  const CheckpointRegistry& registry = *context.registry;
+  std::string source = directory;
+  if (source.empty()) {
+    require_project_dir(project, "load_state()");
+    source = latest_checkpoint(project.project_dir());
+    if (source.empty()) {
+      throw CheckpointError("acc: load_state() found no complete checkpoint under '" +
+                            (fs::path(project.project_dir()) / "checkpoints").string() +
+                            "'; save one first or pass a directory");
+    }
+  }
+  if (!fs::is_directory(source)) throw CheckpointError("acc: checkpoint directory '" + source + "' does not exist");
+  if (!is_complete_checkpoint(source)) {
+    throw CheckpointError("acc: '" + source + "' has no " + kCheckpointCompleteMarker +
+                          " marker: its save was interrupted or it was not written by save_state");
+  }
+  const fs::path dir(source);
+  for (size_t i = 0; context.fsdp && i < registry.models().size(); ++i) {
+    context.fsdp->load_model(*registry.models()[i], source, numbered("model", i, ""));
+  }
+  for (size_t i = 0; context.fsdp && i < registry.optimizers().size(); ++i) {
+    context.fsdp->load_optimizer(*registry.optimizers()[i], source, numbered("optimizer", i, ""), context.device);
+  }
+  for (size_t i = 0; !context.fsdp && i < registry.models().size(); ++i) {
+    const auto path = (dir / numbered("model", i, ".safetensors")).string();
+    require_file(path);
+    load_checkpoint_in_model(*registry.models()[i], path, /*strict=*/true);
+  }
+  for (size_t i = 0; !context.fsdp && i < registry.optimizers().size(); ++i) {
+    const auto tensors = (dir / numbered("optimizer", i, ".safetensors")).string();
+    const auto rest = (dir / numbered("optimizer", i, ".libtorch.bin")).string();
+    require_file(tensors);
+    require_file(rest);
+    detail::load_optimizer_state(*registry.optimizers()[i], tensors, rest, context.device);
+  }
+  for (size_t i = 0; i < registry.schedulers().size(); ++i) {
+    load_archive(registry.schedulers()[i].load, (dir / numbered("scheduler", i, ".bin")).string(), context.device);
+  }
+  for (size_t i = 0; i < registry.custom().size(); ++i) {
+    load_archive(registry.custom()[i].load, (dir / ("custom_checkpoint_" + std::to_string(i) + ".bin")).string(),
+                 c10::Device(c10::kCPU));
+  }
+  const auto loaders = registry.data_loaders();
+  for (size_t i = 0; i < loaders.size(); ++i) {
+    detail::load_loader_position(*loaders[i], (dir / numbered("sampler", i, ".bin")).string(),
+                                 state.process_index(), state.num_processes());
+  }
+  load_rank_state(context, (dir / rank_file(state.process_index())).string());
+  const auto number = checkpoint_number(dir.filename().string());
+  if (project.automatic_checkpoint_naming() && number) project.iteration(*number + 1);
+  return source;
+}
+
+}  // namespace acc

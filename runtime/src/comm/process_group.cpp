@@ -1,0 +1,221 @@
+#include "comm/process_group.h"
+
+#include <c10/util/Exception.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <acc/errors.h>
+
+#include <algorithm>
+
+#include "comm/ring_collectives.h"
+
+namespace acc::detail {
+
+std::string error_text(const std::exception& error) {
+  if (auto* c10_error = dynamic_cast<const c10::Error*>(&error)) {
+    return c10_error->what_without_backtrace();
+  }
+  return error.what();
+}
+
+namespace {
+std::string seconds(Milliseconds timeout) {
+  auto ms = timeout.count();
+  return ms % 1000 == 0 ? std::to_string(ms / 1000) + " s" : std::to_string(ms) + " ms";
+}
+
+c10::intrusive_ptr<c10d::Store> rendezvous(const LaunchInfo& launch, Milliseconds timeout) {
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<uint16_t>(launch.master_port);
+  options.isServer = launch.rank == 0;
+  options.numWorkers = launch.world_size;
+  options.waitWorkers = true;
+  options.timeout = timeout;
+  const std::string where = launch.master_addr + ":" + std::to_string(launch.master_port);
+  try {
+    return c10::make_intrusive<c10d::TCPStore>(launch.master_addr, options);
+  } catch (const std::exception& e) {
+    if (launch.rank == 0) {
+      throw DistributedError(
+          "acc: rank 0 could not serve the rendezvous at " + where + ": " + error_text(e) +
+          ". If the port is taken, choose another with MASTER_PORT or acc-launch "
+          "--main_process_port (0 picks a free one).");
+    }
+    throw DistributedError("acc: rank " + std::to_string(launch.rank) +
+                           " could not join the rendezvous at " + where + " within " +
+                           seconds(timeout) + ": " + error_text(e) +
+                           ". Is rank 0 running, and is MASTER_ADDR reachable from this machine?");
+  }
+}
+}  // namespace
+
+ProcessGroup::ProcessGroup(const LaunchInfo& launch, bool use_cuda,
+                           std::optional<Milliseconds> timeout)
+    : rank_(launch.rank),
+      size_(launch.world_size),
+      gloo_timeout_(timeout.value_or(kDefaultGlooTimeout)),
+      nccl_timeout_(timeout.value_or(kDefaultNcclTimeout)),
+      master_addr_(launch.master_addr) {
+  store_ = rendezvous(launch, use_cuda ? nccl_timeout_ : gloo_timeout_);
+  create_backends(use_cuda);
+}
+
+ProcessGroup::ProcessGroup(const ProcessGroup& parent, int rank, int size,
+                           c10::intrusive_ptr<c10d::Store> store)
+    : rank_(rank),
+      size_(size),
+      gloo_timeout_(parent.gloo_timeout_),
+      nccl_timeout_(parent.nccl_timeout_),
+      master_addr_(parent.master_addr_),
+      store_(std::move(store)) {
+  create_backends(parent.nccl_ != nullptr);
+}
+
+void ProcessGroup::create_backends(bool use_cuda) {
+  try {
+    gloo_ = make_gloo_backend(c10::make_intrusive<c10d::PrefixStore>("acc/gloo", store_), rank_,
+                              size_, gloo_timeout_, master_addr_);
+    if (use_cuda) {
+      nccl_ = make_nccl_backend(c10::make_intrusive<c10d::PrefixStore>("acc/nccl", store_), rank_,
+                                size_, nccl_timeout_);
+    }
+  } catch (const DistributedError&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail("creating the process group", gloo_timeout_, error_text(e));
+  }
+}
+
+std::unique_ptr<ProcessGroup> ProcessGroup::subgroup(const std::vector<int>& ranks,
+                                                     const std::string& name) {
+  auto self = std::find(ranks.begin(), ranks.end(), rank_);
+  if (self == ranks.end()) {
+    throw Error("acc: internal: rank " + std::to_string(rank_) + " is not in subgroup " + name);
+  }
+  // Its own key space: the subgroup's backends and string exchanges never meet the parent's.
+  auto store = c10::make_intrusive<c10d::PrefixStore>("acc/sub/" + name, store_);
+  return std::unique_ptr<ProcessGroup>(new ProcessGroup(
+      *this, static_cast<int>(self - ranks.begin()), static_cast<int>(ranks.size()), store));
+}
+
+ProcessGroup::~ProcessGroup() = default;
+
+c10d::Backend& ProcessGroup::backend_for(const at::Tensor& like) {
+  if (like.is_cuda()) {
+    if (!nccl_) {
+      throw DistributedError(
+          "acc: a CUDA tensor reached a collective, but this process group was created for CPU "
+          "(cpu=true or no GPU); keep tensors on accelerator.device()");
+    }
+    return *nccl_;
+  }
+  return *gloo_;
+}
+
+Milliseconds ProcessGroup::timeout_for(const at::Tensor& like) const {
+  return like.is_cuda() ? nccl_timeout_ : gloo_timeout_;
+}
+
+void ProcessGroup::fail(const std::string& what, Milliseconds timeout,
+                        const std::string& cause) const {
+  throw DistributedError("acc: " + what + " failed on rank " + std::to_string(rank_) + " of " +
+                         std::to_string(size_) + " (timeout " + seconds(timeout) + "): " + cause +
+                         ". A peer process probably exited or is stuck; check the other ranks' "
+                         "output. The deadline is AcceleratorOptions().timeout(...).");
+}
+
+void ProcessGroup::wait(const c10::intrusive_ptr<c10d::Work>& work, const std::string& what,
+                        Milliseconds timeout) const {
+  try {
+    if (!work->wait(timeout)) fail(what, timeout, "the operation did not complete");
+  } catch (const DistributedError&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail(what, timeout, error_text(e));
+  }
+}
+
+void ProcessGroup::all_reduce_(at::Tensor& tensor, c10d::ReduceOp op, const std::string& what) {
+  std::vector<at::Tensor> tensors{tensor};
+  c10d::AllreduceOptions options;
+  options.reduceOp = op;
+  options.timeout = timeout_for(tensor);
+  wait(launched(backend_for(tensor).allreduce(tensors, options)), what, options.timeout);
+}
+
+void ProcessGroup::broadcast_(at::Tensor& tensor, int root, const std::string& what) {
+  std::vector<at::Tensor> tensors{tensor};
+  c10d::BroadcastOptions options;
+  options.rootRank = root;
+  options.timeout = timeout_for(tensor);
+  wait(launched(backend_for(tensor).broadcast(tensors, options)), what, options.timeout);
+}
+
+std::vector<at::Tensor> ProcessGroup::all_gather(const at::Tensor& tensor, const std::string& what) {
+  auto input = tensor.contiguous();
+  std::vector<std::vector<at::Tensor>> outputs(1);
+  for (int r = 0; r < size_; ++r) outputs[0].push_back(at::empty_like(input));
+  std::vector<at::Tensor> inputs{input};
+  c10d::AllgatherOptions options;
+  options.timeout = timeout_for(tensor);
+  wait(launched(backend_for(tensor).allgather(outputs, inputs, options)), what, options.timeout);
+  return outputs[0];
+}
+
+RingCollectives& ProcessGroup::ring() {
+  if (!ring_) ring_ = std::make_unique<RingCollectives>(*gloo_, rank_, size_, gloo_timeout_);
+  return *ring_;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroup::reduce_scatter_flat(const at::Tensor& output,
+                                                                  const at::Tensor& input) {
+  if (input.is_cuda()) {
+    c10d::ReduceScatterOptions options;
+    options.reduceOp = c10d::ReduceOp::SUM;
+    options.timeout = nccl_timeout_;
+    auto out = output;
+    auto in = input;
+    return launched(backend_for(input)._reduce_scatter_base(out, in, options));
+  }
+  return launched(ring().reduce_scatter(output, input));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroup::all_gather_flat(const at::Tensor& flat) {
+  if (flat.is_cuda()) {
+    c10d::AllgatherOptions options;
+    options.timeout = nccl_timeout_;
+    auto out = flat;
+    // A copy of this rank's chunk as the input: NCCL documents the in-place case, but it has not
+    // run on a GPU here.
+    const int64_t chunk = flat.numel() / size_;
+    auto in = flat.narrow(0, rank_ * chunk, chunk).clone();
+    return launched(backend_for(flat)._allgather_base(out, in, options));
+  }
+  return launched(ring().all_gather(flat));
+}
+
+void ProcessGroup::barrier(const std::string& what) {
+  c10d::BarrierOptions options;
+  options.timeout = gloo_timeout_;
+  wait(launched(gloo_->barrier(options)), what, gloo_timeout_);
+}
+
+std::vector<std::string> ProcessGroup::all_gather_strings(const std::string& value,
+                                                          const std::string& what) {
+  // Each call uses fresh keys; the round number advances identically on every rank.
+  const std::string prefix = "acc/strings/" + std::to_string(store_round_++) + "/";
+  std::vector<std::string> result;
+  try {
+    store_->set(prefix + std::to_string(rank_), std::vector<uint8_t>(value.begin(), value.end()));
+    for (int r = 0; r < size_; ++r) {
+      auto bytes = store_->get(prefix + std::to_string(r));
+      result.emplace_back(bytes.begin(), bytes.end());
+    }
+  } catch (const std::exception& e) {
+    fail(what, gloo_timeout_, error_text(e));
+  }
+  return result;
+}
+
+}  // namespace acc::detail

@@ -1,0 +1,334 @@
+#include <acc/accelerator.h>
+
+#include <ATen/autocast_mode.h>
+#include <ATen/ops/tensor.h>
+#include <torch/nn/utils/clip_grad.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "fsdp/sharded_engine.h"
+#include "fsdp/sharded_grad_clip.h"
+#include "fsdp/sharded_state_dict.h"
+#include "optim/gradient_state.h"
+#include "ddp/model_sync.h"
+#include "comm/process_group.h"
+#include "ddp/reducer.h"
+#include "tracking/tracker_set.h"
+
+namespace acc {
+
+struct Accelerator::PreparedModel {
+  const torch::nn::Module* module = nullptr;
+  std::unique_ptr<detail::Reducer> reducer;  // DDP; null on one process
+  detail::GradientSync* sync = nullptr;      // the DDP or FSDP reducer, null on one process
+};
+
+namespace {
+void reject_unimplemented(const ResolvedOptions& resolved) {
+  if (resolved.use_fsdp) check_fsdp_supported(resolved.fsdp);
+}
+
+bool shards_gradients(const ResolvedOptions& resolved) {
+  return resolved.use_fsdp && (resolved.fsdp.sharding_strategy == ShardingStrategy::SHARD_GRAD_OP ||
+                               resolved.fsdp.sharding_strategy == ShardingStrategy::HYBRID_SHARD_ZERO2);
+}
+
+// Testing hooks: the grad scaler normally runs only for fp16 on CUDA, FSDP offload only on CUDA.
+// Tests force them on CPU tensors (ACC_TEST_FORCE_GRAD_SCALER with fp16 requested,
+// ACC_TEST_FORCE_FSDP_OFFLOAD with offload_params) to check their logic where no GPU is.
+bool forced_for_testing(const EnvLookup& env, const char* name) {
+  auto value = env(name);
+  return value && parse_env_bool(name, *value);
+}
+}  // namespace
+
+Accelerator::Accelerator(AcceleratorOptions options)
+    : options_(std::move(options)),
+      resolved_(resolve_options(options_)),
+      state_(options_),
+      gradient_state_(std::make_shared<detail::GradientState>()) {
+  reject_unimplemented(resolved_);
+  configure_mixed_precision();
+  configure_fsdp();
+  gradient_state_->num_steps = resolved_.gradient_accumulation_steps;
+  gradient_state_->sync_with_dataloader = options_.gradient_accumulation_plugin().sync_with_dataloader();
+  gradient_state_->sync_each_batch = options_.gradient_accumulation_plugin().sync_each_batch();
+  gradient_state_->num_processes = state_.num_processes();
+  gradient_state_->split_batches = options_.split_batches();
+  gradient_state_->step_scheduler_with_optimizer = options_.step_scheduler_with_optimizer();
+  gradient_state_->scheduler_steps_per_process = options_.scheduler_steps_per_process();
+  trackers_ = std::make_unique<detail::TrackerSet>(options_.log_with(), is_main_process(),
+                                                   logging_dir());
+}
+
+Accelerator::~Accelerator() = default;
+
+void Accelerator::configure_mixed_precision() {
+  const auto precision = resolved_.mixed_precision;
+  if (precision == MixedPrecision::NO) return;
+  const bool cuda = device().is_cuda();
+  if (precision == MixedPrecision::BF16) {
+    use_autocast_ = true;
+    autocast_dtype_ = c10::kBFloat16;
+  } else if (cuda) {
+    use_autocast_ = true;
+    autocast_dtype_ = c10::kHalf;
+  } else if (!forced_for_testing(options_.environment(), "ACC_TEST_FORCE_GRAD_SCALER") && is_local_main_process()) {
+    // Accelerate's behaviour: fp16 needs a GPU; on CPU it trains in fp32.
+    std::cerr << "acc: warning: mixed_precision fp16 needs CUDA; training on CPU in fp32 (use bf16 "
+                 "for mixed precision on CPU)" << std::endl;
+  }
+  if (precision == MixedPrecision::FP16 &&
+      (cuda || forced_for_testing(options_.environment(), "ACC_TEST_FORCE_GRAD_SCALER")) &&
+      options_.grad_scaler().enabled()) {
+    gradient_state_->scaler = std::make_shared<GradScaler>(options_.grad_scaler(), device());
+  }
+}
+
+void Accelerator::configure_fsdp() {
+  if (!resolved_.use_fsdp) return;
+  const bool offload = resolved_.fsdp.offload_params &&
+                       (device().is_cuda() || forced_for_testing(options_.environment(), "ACC_TEST_FORCE_FSDP_OFFLOAD"));
+  if (resolved_.fsdp.offload_params && !offload && is_main_process()) {
+    std::cerr << "acc: note: FSDP offload_params changes nothing on a CPU run (the shards are "
+                 "already in CPU memory)" << std::endl;
+  }
+  auto* group = state_.process_group();
+  if (group == nullptr || !shards_gradients(resolved_)) return;
+  if (gradient_state_->scaler) {
+    gradient_state_->scaler->set_found_inf_reduction([group](at::Tensor& found) {
+      group->all_reduce_(found, c10d::ReduceOp::MAX, "fp16 overflow check over the FSDP shards");
+    });
+  }
+  fsdp_ = std::make_unique<detail::ShardedEngine>(*group, resolved_.fsdp,
+                                                  state_.launch().local_world_size, offload);
+}
+
+DistributedType Accelerator::distributed_type() const {
+  if (resolved_.use_fsdp && use_distributed()) return DistributedType::FSDP;
+  return state_.distributed_type();
+}
+
+AutocastGuard Accelerator::autocast(bool enabled) const {
+  const auto device_type = device().type();
+  if (!use_autocast_) {
+    // Nothing to turn on; `autocast(false)` still switches off any autocast the caller set.
+    return AutocastGuard(device_type, at::autocast::get_autocast_dtype(device_type),
+                         enabled && at::autocast::is_autocast_enabled(device_type));
+  }
+  return AutocastGuard(device_type, autocast_dtype_, enabled);
+}
+
+bool Accelerator::begin_accumulation_step() {
+  auto& gs = *gradient_state_;
+  if (gs.sync_with_dataloader && gs.end_of_dataloader()) {
+    gs.step = 0;
+    gs.sync_gradients = true;
+  } else {
+    gs.step += 1;
+    gs.sync_gradients = gs.step % gs.num_steps == 0;
+  }
+  return gs.sync_gradients || (use_distributed() && gs.sync_each_batch);
+}
+
+void Accelerator::unscale_gradients() {
+  if (!gradient_state_->scaler) return;
+  for (auto* optimizer : optimizers_) gradient_state_->scaler->unscale_(*optimizer);
+}
+
+// Accelerate's `step` (where the accumulation cycle stands) is saved per rank, so that a resumed
+// run synchronises on the same batches as an uninterrupted one.
+std::string Accelerator::save_state(const std::string& output_dir) {
+  auto layout = fsdp_state_dicts();
+  CheckpointContext context{&checkpoints_, &project_, &state_, device(), {{"step", gradient_state_->step}}, layout.get()};
+  return save_training_state(context, output_dir);
+}
+
+std::string Accelerator::load_state(const std::string& input_dir) {
+  auto layout = fsdp_state_dicts();
+  CheckpointContext context{&checkpoints_, &project_, &state_, device(), {{"step", gradient_state_->step}}, layout.get()};
+  auto directory = load_training_state(context, input_dir);
+  gradient_state_->step = context.counters[0].second;
+  return directory;
+}
+
+// Under FSDP, whatever the number of processes, checkpoints follow fsdp_state_dict_type.
+std::unique_ptr<detail::FsdpStateDicts> Accelerator::fsdp_state_dicts() {
+  if (!resolved_.use_fsdp) return nullptr;
+  return std::make_unique<detail::FsdpStateDicts>(resolved_.fsdp.state_dict_type, fsdp_.get());
+}
+
+bool Accelerator::sync_gradients() const { return gradient_state_->sync_gradients; }
+bool Accelerator::optimizer_step_was_skipped() const { return gradient_state_->step_was_skipped; }
+
+void Accelerator::prepare_model(torch::nn::Module& model) {
+  for (const auto& prepared : models_) {
+    if (prepared->module == &model) return;
+  }
+  auto prepared = std::make_unique<PreparedModel>();
+  prepared->module = &model;
+  // Move first: changing device or dtype replaces grad accumulators, and with them DDP's hooks.
+  if (options_.device_placement()) model.to(device());
+  if (use_autocast_ && !autocast_session_) {
+    // Forward cannot be hooked in C++: autocast is switched on for this thread from the first
+    // prepared model on (docs/runtime.md, "Mixed precision").
+    autocast_session_ = std::make_unique<AutocastGuard>(device().type(), autocast_dtype_, true);
+    gradient_state_->autocast_active = true;
+  }
+  if (auto* group = state_.process_group()) {
+    detail::check_models_agree(*group, model);
+    if (fsdp_) {
+      if (resolved_.fsdp.sync_module_states) detail::broadcast_model_state(*group, model);
+      prepared->sync = fsdp_->prepare_model(model);
+    } else {
+      detail::broadcast_model_state(*group, model);
+      prepared->reducer = detail::make_reducer(*group, model, options_.ddp());
+      prepared->sync = prepared->reducer.get();
+    }
+  }
+  models_.push_back(std::move(prepared));
+  checkpoints_.add_model(model);
+}
+
+void Accelerator::prepare_optimizer(torch::optim::Optimizer& optimizer,
+                                    PreparedOptimizerBase* prepared) {
+  const void* identity = &optimizer;
+  if (std::find(prepared_objects_.begin(), prepared_objects_.end(), identity) !=
+      prepared_objects_.end()) {
+    return;
+  }
+  if (fsdp_ && prepared == nullptr) {
+    throw ConfigError("acc: a plain libtorch optimizer was passed to prepare(), but FSDP "
+                      "SHARD_GRAD_OP must all-gather the parameters after each step. Declare it as "
+                      "acc::Optimizer<YourOptimizer> (same constructor arguments), e.g. "
+                      "acc::Optimizer<torch::optim::Adam> optimizer(model->parameters(), 1e-3);");
+  }
+  if (prepared != nullptr) {
+    auto controller = detail::make_optimizer_controller(gradient_state_);
+    if (fsdp_) controller = fsdp_->prepare_optimizer(optimizer, std::move(controller));
+    prepared->attach_controller(std::move(controller));
+  } else if (gradient_state_->num_steps > 1 || gradient_state_->scaler) {
+    throw ConfigError(std::string("acc: a plain libtorch optimizer was passed to prepare(), but ") +
+                      (gradient_state_->num_steps > 1 ? "gradient accumulation" : "fp16 loss scaling") +
+                      " needs acc's logic at step(). Declare it as acc::Optimizer<YourOptimizer> (same "
+                      "constructor arguments), e.g. acc::Optimizer<torch::optim::Adam> "
+                      "optimizer(model->parameters(), 1e-3);");
+  }
+  optimizers_.push_back(&optimizer);
+  prepared_objects_.push_back(identity);
+  checkpoints_.add_optimizer(optimizer);
+}
+
+void Accelerator::prepare_scheduler(const void* identity, PreparedSchedulerBase* prepared) {
+  if (std::find(prepared_objects_.begin(), prepared_objects_.end(), identity) !=
+      prepared_objects_.end()) {
+    return;
+  }
+  const auto& gs = *gradient_state_;
+  const bool multi_steps = gs.step_scheduler_with_optimizer && gs.scheduler_steps_per_process &&
+                           !gs.split_batches && num_processes() > 1;
+  if (prepared != nullptr) {
+    prepared->attach_controller(detail::make_scheduler_controller(gradient_state_));
+    // Accelerate's most reported surprise: say it once, with the way out.
+    if (multi_steps && !scheduler_note_printed_ && is_main_process()) {
+      scheduler_note_printed_ = true;
+      std::cerr << "acc: note: a prepared scheduler steps " << num_processes()
+                << " times per optimizer step (once per process, as Accelerate does, so that a "
+                   "schedule sized for the single-process data loader ends on time). For one step "
+                   "per optimizer step pass AcceleratorOptions().scheduler_steps_per_process(false)."
+                << std::endl;
+    }
+  } else if (multi_steps || (gs.step_scheduler_with_optimizer && (gs.num_steps > 1 || gs.scaler))) {
+    const std::string reason =
+        multi_steps ? "with " + std::to_string(num_processes()) +
+                          " processes one optimizer step covers num_processes batches and the "
+                          "scheduler must step that many times (Accelerate's semantics)"
+                    : std::string("it must not step while gradients accumulate or after a skipped "
+                                  "fp16 step");
+    throw ConfigError("acc: a plain libtorch scheduler was passed to prepare(), but " + reason +
+                      ". Declare it as acc::Scheduler<YourScheduler> (same constructor arguments), "
+                      "e.g. acc::Scheduler<torch::optim::StepLR> scheduler(optimizer, 30, 0.1);");
+  }
+  prepared_objects_.push_back(identity);
+}
+
+detail::GradientSync* Accelerator::reducer_for(const torch::nn::Module& model) const {
+  for (const auto& prepared : models_) {
+    if (prepared->module == &model) return prepared->sync;
+  }
+  return nullptr;
+}
+
+void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradient,
+                           std::optional<bool> retain_graph, bool create_graph) {
+  auto scaled = loss;
+  if (gradient_state_->num_steps > 1) scaled = scaled / gradient_state_->num_steps;
+  if (gradient_state_->scaler) scaled = gradient_state_->scaler->scale(scaled);
+  {
+    // Backward runs in the dtypes forward chose; autocast must not re-cast inside it.
+    std::optional<AutocastGuard> no_autocast;
+    if (use_autocast_) no_autocast.emplace(device().type(), autocast_dtype_, false);
+    scaled.backward(gradient, retain_graph, create_graph);
+  }
+  // The cast cache holds low-precision copies of the weights the optimizer is about to change.
+  if (use_autocast_) at::autocast::clear_cache();
+}
+
+double Accelerator::clip_grad_norm_(const std::vector<torch::Tensor>& parameters, double max_norm,
+                                    double norm_type) {
+  unscale_gradients();
+  if (fsdp_) {
+    if (auto grads = fsdp_->shard_gradients(parameters)) {
+      return detail::clip_sharded_grad_norm_(*grads, fsdp_->shard_group(), max_norm, norm_type);
+    }
+  }
+  return torch::nn::utils::clip_grad_norm_(parameters, max_norm, norm_type);
+}
+
+void Accelerator::clip_grad_value_(const std::vector<torch::Tensor>& parameters,
+                                   double clip_value) {
+  unscale_gradients();
+  if (fsdp_) {
+    if (auto grads = fsdp_->shard_gradients(parameters)) {
+      for (auto& g : *grads) g.clamp_(-clip_value, clip_value);
+      return;
+    }
+  }
+  torch::nn::utils::clip_grad_value_(parameters, clip_value);
+}
+
+bool Accelerator::check_trigger() {
+  auto flag = at::tensor({trigger_ ? 1 : 0}, at::TensorOptions().dtype(at::kInt));
+  flag = acc::reduce(flag, "max");
+  trigger_ = false;
+  return flag.item<int>() > 0;
+}
+
+void Accelerator::end_training() {
+  trackers_->finish();
+  state_.wait_for_everyone();
+  models_.clear();  // reducers hold the process group
+  fsdp_.reset();
+  autocast_session_.reset();
+  gradient_state_->autocast_active = false;
+  PartialState::destroy();
+}
+
+NoSyncGuard::NoSyncGuard(detail::GradientSync* reducer) : reducer_(reducer) {
+  if (reducer_ != nullptr) {
+    previous_ = reducer_->require_sync();
+    reducer_->set_require_sync(false);
+  }
+}
+
+NoSyncGuard::~NoSyncGuard() {
+  if (reducer_ != nullptr) reducer_->set_require_sync(previous_);
+}
+
+NoSyncGuard::NoSyncGuard(NoSyncGuard&& other) noexcept
+    : reducer_(other.reducer_), previous_(other.previous_) {
+  other.reducer_ = nullptr;
+}
+
+}  // namespace acc

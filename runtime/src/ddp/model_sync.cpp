@@ -1,0 +1,73 @@
+#include "ddp/model_sync.h"
+
+#include <sstream>
+
+#include <acc/errors.h>
+
+#include "comm/process_group.h"
+#include "ddp/reducer.h"
+
+namespace acc::detail {
+
+namespace {
+std::vector<std::string> describe(const torch::nn::Module& model) {
+  std::vector<std::string> lines;
+  auto add = [&](const char* kind, const std::string& name, const at::Tensor& t) {
+    std::ostringstream line;
+    line << kind << " '" << name << "' " << t.sizes() << " " << t.scalar_type();
+    lines.push_back(line.str());
+  };
+  for (const auto& item : model.named_parameters()) add("parameter", item.key(), item.value());
+  for (const auto& item : model.named_buffers()) add("buffer", item.key(), item.value());
+  return lines;
+}
+
+std::string join(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const auto& line : lines) out += line + "\n";
+  return out;
+}
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+}  // namespace
+
+void check_models_agree(ProcessGroup& group, const torch::nn::Module& model) {
+  auto all = group.all_gather_strings(join(describe(model)), "prepare (model check)");
+  auto reference = split(all[0]);
+  for (size_t r = 1; r < all.size(); ++r) {
+    if (all[r] == all[0]) continue;
+    auto other = split(all[r]);
+    size_t i = 0;
+    while (i < reference.size() && i < other.size() && reference[i] == other[i]) ++i;
+    auto at = [](const std::vector<std::string>& lines, size_t k) {
+      return k < lines.size() ? lines[k] : std::string("nothing (the model ends)");
+    };
+    throw DistributedError("acc: prepare(model): the model differs between ranks: entry " +
+                           std::to_string(i + 1) + " is " + at(reference, i) + " on rank 0 but " +
+                           at(other, i) + " on rank " + std::to_string(r) +
+                           ". Every rank must construct the same model before prepare().");
+  }
+}
+
+void broadcast_model_state(ProcessGroup& group, torch::nn::Module& model) {
+  std::vector<at::Tensor> tensors;
+  for (auto& p : model.parameters()) tensors.push_back(p);
+  for (auto& b : model.buffers()) tensors.push_back(b);
+  broadcast_coalesced(group, tensors, 0, "prepare (broadcast of rank 0's weights)");
+}
+
+std::unique_ptr<Reducer> make_reducer(ProcessGroup& group, torch::nn::Module& model,
+                                      const DistributedDataParallelKwargs& options) {
+  std::vector<NamedTensor> params;
+  for (const auto& item : model.named_parameters()) {
+    if (item.value().requires_grad()) params.push_back({item.key(), item.value()});
+  }
+  return std::make_unique<Reducer>(std::move(params), model.buffers(), group, options);
+}
+
+}  // namespace acc::detail

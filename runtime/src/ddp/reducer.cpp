@@ -1,0 +1,256 @@
+#include "ddp/reducer.h"
+
+#include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+#include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <map>
+#include <sstream>
+
+#include <acc/errors.h>
+
+#include "ddp/bucket_plan.h"
+#include "comm/process_group.h"
+
+namespace acc::detail {
+
+namespace {
+size_t mib_to_bytes(double mib) { return static_cast<size_t>(mib * 1024 * 1024); }
+}  // namespace
+
+class Reducer::ReadyHook : public torch::autograd::FunctionPostHook {
+ public:
+  ReadyHook(Reducer* reducer, size_t index) : reducer_(reducer), index_(index) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list&) override {
+    reducer_->on_gradient_ready(index_);
+    return outputs;
+  }
+
+ private:
+  Reducer* reducer_;
+  size_t index_;
+};
+
+Reducer::Reducer(std::vector<NamedTensor> parameters, std::vector<at::Tensor> buffers,
+                 ProcessGroup& group, const DistributedDataParallelKwargs& options)
+    : params_(std::move(parameters)),
+      buffers_(std::move(buffers)),
+      group_(group),
+      options_(options),
+      ready_(params_.size(), false),
+      used_(params_.size(), false) {
+  build_buckets();  // bucket sizes were checked by resolve_options
+  // The variable holds its grad accumulator weakly; keeping it here keeps the hooks alive.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    auto accumulator = torch::autograd::impl::grad_accumulator(params_[i].tensor);
+    hook_keys_.push_back(accumulator->add_post_hook(std::make_unique<ReadyHook>(this, i)));
+    accumulators_.push_back(std::move(accumulator));
+  }
+}
+
+Reducer::~Reducer() {
+  for (size_t i = 0; i < accumulators_.size(); ++i) accumulators_[i]->del_post_hook(hook_keys_[i]);
+}
+
+void Reducer::build_buckets() {
+  std::vector<BucketInput> inputs;
+  for (const auto& p : params_) {
+    inputs.push_back({std::string(c10::toString(p.tensor.scalar_type())) + "@" + p.tensor.device().str(),
+                      static_cast<size_t>(p.tensor.numel() * p.tensor.element_size())});
+  }
+  auto layout = plan_buckets(inputs, mib_to_bytes(options_.bucket_cap_mb()),
+                             mib_to_bytes(options_.first_bucket_cap_mb()));
+
+  bucket_of_.assign(params_.size(), 0);
+  slot_of_.assign(params_.size(), 0);
+  for (auto& members : layout) {
+    Bucket bucket;
+    int64_t numel = 0;
+    for (size_t j = 0; j < members.size(); ++j) {
+      bucket_of_[members[j]] = buckets_.size();
+      slot_of_[members[j]] = j;
+      bucket.offsets.push_back(numel);
+      numel += params_[members[j]].tensor.numel();
+    }
+    const auto& like = params_[members.front()].tensor;
+    bucket.flat = at::zeros({numel}, like.options());
+    bucket.members = std::move(members);
+    bucket.pending = bucket.members.size();
+    buckets_.push_back(std::move(bucket));
+  }
+}
+
+std::vector<std::vector<size_t>> Reducer::bucket_layout() const {
+  std::vector<std::vector<size_t>> layout;
+  for (const auto& bucket : buckets_) layout.push_back(bucket.members);
+  return layout;
+}
+
+at::Tensor Reducer::slot(size_t param) const {
+  const auto& bucket = buckets_[bucket_of_[param]];
+  const auto& p = params_[param].tensor;
+  return bucket.flat.narrow(0, bucket.offsets[slot_of_[param]], p.numel()).view(p.sizes());
+}
+
+void Reducer::on_gradient_ready(size_t param) {
+  if (!require_sync_) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!in_backward_) {
+    in_backward_ = true;
+    torch::autograd::Engine::get_default_engine().queue_callback([this] { finish_backward(); });
+  }
+  if (ready_[param]) return;
+  const auto& grad = params_[param].tensor.grad();
+  if (grad.is_sparse()) {
+    throw Error("acc: parameter '" + params_[param].name +
+                "' has a sparse gradient, which DDP in acc does not reduce; construct the "
+                "embedding with sparse(false)");
+  }
+  auto destination = slot(param);
+  if (!destination.is_same(grad) && destination.data_ptr() != grad.data_ptr()) {
+    destination.copy_(grad);
+  }
+  used_[param] = true;
+  mark_ready(param);
+}
+
+void Reducer::mark_ready(size_t param) {
+  ready_[param] = true;
+  if (--buckets_[bucket_of_[param]].pending == 0) launch_ready_buckets();
+}
+
+void Reducer::launch_ready_buckets() {
+  // Buckets are launched strictly in index order so that every rank issues the same sequence of
+  // collectives, whatever order its hooks fire in.
+  while (next_to_launch_ < buckets_.size() && buckets_[next_to_launch_].pending == 0) {
+    auto& bucket = buckets_[next_to_launch_];
+    bucket.flat.div_(group_.size());  // sum of (g / world) = mean, as torch DDP's default hook
+    std::vector<at::Tensor> tensors{bucket.flat};
+    c10d::AllreduceOptions options;
+    options.timeout = group_.timeout_for(bucket.flat);
+    bucket.work = group_.launched(group_.backend_for(bucket.flat).allreduce(tensors, options));
+    ++next_to_launch_;
+  }
+}
+
+void Reducer::wait_all(bool rethrow) {
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    auto& bucket = buckets_[b];
+    if (!bucket.work) continue;
+    auto work = std::move(bucket.work);
+    try {
+      group_.wait(work, "DDP gradient all-reduce (bucket " + std::to_string(b + 1) + " of " +
+                            std::to_string(buckets_.size()) + ")",
+                  group_.timeout_for(bucket.flat));
+    } catch (...) {
+      if (rethrow) throw;
+    }
+  }
+}
+
+std::string Reducer::describe_unused(const std::vector<size_t>& unused) const {
+  std::ostringstream out;
+  out << "acc: DDP: " << unused.size() << " parameter" << (unused.size() == 1 ? "" : "s")
+      << " received no gradient in this backward pass on rank " << group_.rank() << ": ";
+  for (size_t i = 0; i < unused.size() && i < 10; ++i) out << (i ? ", " : "") << params_[unused[i]].name;
+  if (unused.size() > 10) out << ", ...";
+  out << ". Use every parameter in the loss, set requires_grad(false) on frozen ones, or pass "
+         "AcceleratorOptions().ddp(acc::DistributedDataParallelKwargs().find_unused_parameters("
+         "true)).";
+  return out.str();
+}
+
+std::vector<bool> Reducer::globally_used() {
+  auto flags = at::empty({static_cast<int64_t>(used_.size())}, at::TensorOptions().dtype(at::kInt));
+  auto* data = flags.data_ptr<int>();
+  for (size_t i = 0; i < used_.size(); ++i) data[i] = used_[i] ? 1 : 0;
+  group_.all_reduce_(flags, c10d::ReduceOp::MAX, "DDP unused-parameter exchange");
+  std::vector<bool> result(used_.size());
+  for (size_t i = 0; i < used_.size(); ++i) result[i] = data[i] != 0;
+  return result;
+}
+
+void Reducer::finish_backward() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  in_backward_ = false;
+  std::vector<size_t> unused;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!ready_[i]) unused.push_back(i);
+  }
+  if (!unused.empty() && !options_.find_unused_parameters()) {
+    // Every rank that skipped the same parameters stops here alike; drain what was launched so
+    // the process group stays usable for the error path.
+    wait_all(/*rethrow=*/false);
+    reset();
+    throw DistributedError(describe_unused(unused));
+  }
+  try {
+    for (size_t i : unused) {
+      slot(i).zero_();
+      mark_ready(i);
+    }
+    std::vector<bool> used(params_.size(), true);
+    if (options_.find_unused_parameters()) used = globally_used();
+    wait_all(/*rethrow=*/true);
+    write_back(used);
+    if (options_.broadcast_buffers() && !buffers_.empty()) {
+      broadcast_coalesced(group_, buffers_, 0, "DDP buffer broadcast");
+    }
+  } catch (...) {
+    wait_all(/*rethrow=*/false);
+    reset();
+    throw;
+  }
+  reset();
+}
+
+void Reducer::write_back(const std::vector<bool>& globally_used) {
+  c10::NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!globally_used[i]) continue;  // as torch DDP: no rank used it, so it keeps no gradient
+    auto& param = params_[i].tensor;
+    auto reduced = slot(i);
+    auto& grad = param.mutable_grad();
+    if (options_.gradient_as_bucket_view()) {
+      grad = reduced;
+    } else if (grad.defined()) {
+      grad.copy_(reduced);
+    } else {
+      grad = reduced.clone();
+    }
+  }
+}
+
+void Reducer::reset() {
+  std::fill(ready_.begin(), ready_.end(), false);
+  std::fill(used_.begin(), used_.end(), false);
+  for (auto& bucket : buckets_) bucket.pending = bucket.members.size();
+  next_to_launch_ = 0;
+}
+
+void broadcast_coalesced(ProcessGroup& group, const std::vector<at::Tensor>& tensors, int root,
+                         const std::string& what) {
+  c10::NoGradGuard no_grad;
+  std::map<std::pair<int, std::string>, std::vector<at::Tensor>> by_kind;
+  for (const auto& t : tensors) {
+    by_kind[{static_cast<int>(t.scalar_type()), t.device().str()}].push_back(t);
+  }
+  for (auto& [kind, group_tensors] : by_kind) {
+    std::vector<at::Tensor> flat_parts;
+    for (const auto& t : group_tensors) flat_parts.push_back(t.reshape({-1}));
+    auto flat = at::cat(flat_parts);
+    group.broadcast_(flat, root, what);
+    int64_t offset = 0;
+    for (auto& t : group_tensors) {
+      t.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
+      offset += t.numel();
+    }
+  }
+}
+
+}  // namespace acc::detail

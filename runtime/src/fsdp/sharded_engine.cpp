@@ -1,0 +1,100 @@
+#include "fsdp/sharded_engine.h"
+
+#include <acc/errors.h>
+
+#include "fsdp/sharded_optimizer.h"
+#include "fsdp/sharded_reducer.h"
+#include "comm/process_group.h"
+
+namespace acc::detail {
+
+namespace {
+// Subgroup names must differ between Accelerators of one process; every rank creates its engines
+// in the same order, so a process-wide count agrees across ranks.
+int next_engine_id() {
+  static int id = 0;
+  return id++;
+}
+}  // namespace
+
+ShardedEngine::ShardedEngine(ProcessGroup& world, const ResolvedFsdpPlugin& plugin,
+                             int local_world_size, bool offload)
+    : world_(world), plugin_(plugin), shard_group_(&world), offload_(offload) {
+  const int id = next_engine_id();
+  if (plugin.sharding_strategy != ShardingStrategy::HYBRID_SHARD_ZERO2) return;
+  const int world_size = world.size();
+  if (local_world_size < 1 || world_size % local_world_size != 0) {
+    throw ConfigError("acc: FSDP HYBRID_SHARD_ZERO2 shards within each machine, but the " +
+                      std::to_string(world_size) + " processes do not split into machines of " +
+                      std::to_string(local_world_size) +
+                      " (LOCAL_WORLD_SIZE); launch the same number of processes on every machine");
+  }
+  const int machine = world.rank() / local_world_size;
+  const int local = world.rank() % local_world_size;
+  std::vector<int> machine_ranks, replica_ranks;
+  for (int r = 0; r < local_world_size; ++r) machine_ranks.push_back(machine * local_world_size + r);
+  for (int m = 0; m < world_size / local_world_size; ++m) replica_ranks.push_back(m * local_world_size + local);
+  const std::string prefix = "fsdp" + std::to_string(id);
+  own_shard_group_ = world.subgroup(machine_ranks, prefix + "/machine" + std::to_string(machine));
+  replica_group_ = world.subgroup(replica_ranks, prefix + "/replica" + std::to_string(local));
+  shard_group_ = own_shard_group_.get();
+}
+
+ShardedEngine::~ShardedEngine() = default;
+
+GradientSync* ShardedEngine::prepare_model(torch::nn::Module& model) {
+  std::vector<NamedTensor> params;
+  for (const auto& item : model.named_parameters()) {
+    if (item.value().requires_grad()) params.push_back({item.key(), item.value()});
+  }
+  reducers_.push_back(std::make_unique<ShardedReducer>(std::move(params), *shard_group_,
+                                                       replica_group_.get(), world_.size(),
+                                                       plugin_.bucket_cap_mb, offload_));
+  models_.push_back(&model);
+  return reducers_.back().get();
+}
+
+std::shared_ptr<OptimizerController> ShardedEngine::prepare_optimizer(
+    torch::optim::Optimizer& optimizer, std::shared_ptr<OptimizerController> inner) {
+  std::vector<ShardedReducer*> reducers;
+  for (auto& reducer : reducers_) reducers.push_back(reducer.get());
+  auto sharded = shard_optimizer(optimizer, reducers);
+  optimizers_.emplace_back(&optimizer, std::move(sharded.layout));
+  return make_sharded_optimizer_controller(std::move(inner), std::move(sharded.reducers));
+}
+
+ShardedReducer* ShardedEngine::reducer_of(const torch::nn::Module& model) const {
+  for (size_t i = 0; i < models_.size(); ++i) {
+    if (models_[i] == &model) return reducers_[i].get();
+  }
+  return nullptr;
+}
+
+const OptimizerLayout* ShardedEngine::layout_of(const torch::optim::Optimizer& optimizer) const {
+  for (const auto& [prepared, layout] : optimizers_) {
+    if (prepared == &optimizer) return &layout;
+  }
+  return nullptr;
+}
+
+std::optional<std::vector<at::Tensor>> ShardedEngine::shard_gradients(
+    const std::vector<at::Tensor>& params) const {
+  std::vector<at::Tensor> grads;
+  for (const auto& param : params) {
+    bool found = false;
+    for (const auto& reducer : reducers_) {
+      auto piece = reducer->local_piece(param, &found);
+      if (!found && reducer->is_piece(param)) {
+        found = true;
+        piece = param;
+      }
+      if (!found) continue;
+      if (piece.defined() && piece.grad().defined()) grads.push_back(piece.grad());
+      break;
+    }
+    if (!found) return std::nullopt;
+  }
+  return grads;
+}
+
+}  // namespace acc::detail

@@ -1,0 +1,333 @@
+#include "fsdp/sharded_reducer.h"
+
+#include <ATen/ops/div.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/zeros.h>
+#include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <acc/errors.h>
+
+#include "comm/process_group.h"
+
+namespace acc::detail {
+
+class ShardedReducer::ReadyHook : public torch::autograd::FunctionPostHook {
+ public:
+  ReadyHook(ShardedReducer* reducer, size_t index) : reducer_(reducer), index_(index) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list&) override {
+    reducer_->on_gradient_ready(index_);
+    return outputs;
+  }
+
+ private:
+  ShardedReducer* reducer_;
+  size_t index_;
+};
+
+namespace {
+// Host memory for what offload keeps on the CPU: pinned when it is copied to and from CUDA.
+at::Tensor host_copy(const at::Tensor& tensor) {
+  auto options = tensor.options().device(at::kCPU).pinned_memory(tensor.is_cuda());
+  return at::empty(tensor.sizes(), options).copy_(tensor);
+}
+}  // namespace
+
+ShardedReducer::ShardedReducer(std::vector<NamedTensor> parameters, ProcessGroup& shard_group,
+                               ProcessGroup* replica_group, int world_size, double bucket_cap_mb,
+                               bool offload)
+    : params_(std::move(parameters)),
+      shard_group_(shard_group),
+      replica_group_(replica_group),
+      world_size_(world_size),
+      offload_(offload),
+      ready_(params_.size(), false) {
+  world_divisor_ = at::scalar_tensor(static_cast<double>(world_size_), at::TensorOptions().dtype(at::kFloat));
+  std::vector<at::Tensor> tensors;
+  for (const auto& p : params_) tensors.push_back(p.tensor);
+  units_ = flatten_parameters(tensors, bucket_cap_mb, shard_group_.rank(), shard_group_.size());
+  state_.resize(units_.size());
+  unit_of_.assign(params_.size(), 0);
+  slot_of_.assign(params_.size(), 0);
+  pieces_.resize(params_.size());
+  masters_.resize(units_.size());
+  for (size_t u = 0; u < units_.size(); ++u) {
+    const auto& unit = units_[u];
+    state_[u].pending = unit.members.size();
+    state_[u].grad_shard = at::zeros({unit.shard_numel}, unit.flat.options());
+    if (offload_) {
+      masters_[u] = host_copy(unit.shard());
+      state_[u].grad_shard = host_copy(state_[u].grad_shard);
+    }
+    for (size_t j = 0; j < unit.members.size(); ++j) {
+      const size_t i = unit.members[j];
+      unit_of_[i] = u;
+      slot_of_[i] = j;
+      auto [begin, end] = unit.local_range(j, params_[i].tensor.numel());
+      if (begin < end) {
+        pieces_[i] = offload_ ? masters_[u].narrow(0, begin - unit.shard_offset, end - begin)
+                              : unit.flat.narrow(0, begin, end - begin);
+        unit_of_piece_[pieces_[i].unsafeGetTensorImpl()] = u;
+      }
+    }
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    index_of_[params_[i].tensor.unsafeGetTensorImpl()] = i;
+    // The variable holds its grad accumulator weakly; keeping it here keeps the hooks alive.
+    auto accumulator = torch::autograd::impl::grad_accumulator(params_[i].tensor);
+    hook_keys_.push_back(accumulator->add_post_hook(std::make_unique<ReadyHook>(this, i)));
+    accumulators_.push_back(std::move(accumulator));
+  }
+}
+
+ShardedReducer::~ShardedReducer() {
+  for (size_t i = 0; i < accumulators_.size(); ++i) accumulators_[i]->del_post_hook(hook_keys_[i]);
+}
+
+at::Tensor ShardedReducer::local_piece(const at::Tensor& param, bool* found) const {
+  auto it = index_of_.find(param.unsafeGetTensorImpl());
+  *found = it != index_of_.end();
+  return *found ? pieces_[it->second] : at::Tensor();
+}
+
+std::optional<size_t> ShardedReducer::index_of(const at::Tensor& param) const {
+  auto it = index_of_.find(param.unsafeGetTensorImpl());
+  if (it == index_of_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::pair<int64_t, int64_t> ShardedReducer::piece_range(size_t index) const {
+  const auto& unit = units_[unit_of_[index]];
+  const auto slot = slot_of_[index];
+  const auto [begin, end] = unit.local_range(slot, params_[index].tensor.numel());
+  return {begin - unit.offsets[slot], end - unit.offsets[slot]};
+}
+
+size_t ShardedReducer::unit_of_piece(const at::Tensor& tensor) const {
+  auto it = unit_of_piece_.find(tensor.unsafeGetTensorImpl());
+  return it == unit_of_piece_.end() ? kNoUnit : it->second;
+}
+
+void ShardedReducer::on_gradient_ready(size_t param) {
+  if (!require_sync_) return;  // no_sync / accumulating: the full gradient stays in .grad
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!in_backward_) {
+    in_backward_ = true;
+    torch::autograd::Engine::get_default_engine().queue_callback([this] { finish_backward(); });
+  }
+  if (ready_[param]) return;
+  auto& tensor = params_[param].tensor;
+  const auto grad = tensor.grad();
+  if (grad.is_sparse()) {
+    throw Error("acc: parameter '" + params_[param].name +
+                "' has a sparse gradient, which FSDP in acc does not shard; construct the "
+                "embedding with sparse(false)");
+  }
+  store_gradient(param, grad);
+  // Its unit's buffer holds the gradient now; the full-size .grad is not kept (ZeRO-2).
+  tensor.mutable_grad() = at::Tensor();
+  release_sent_gradients();
+  if (--state_[unit_of_[param]].pending == 0) launch_ready_units();
+}
+
+void ShardedReducer::acquire_buffer(size_t u) {
+  const auto& unit = units_[u];
+  auto& state = state_[u];
+  const int64_t numel = unit.flat.numel();
+  auto best = free_buffers_.end();
+  for (auto it = free_buffers_.begin(); it != free_buffers_.end(); ++it) {
+    if (it->numel() >= numel && it->options().type_equal(unit.flat.options()) &&
+        it->device() == unit.flat.device() && (best == free_buffers_.end() || it->numel() < best->numel())) {
+      best = it;
+    }
+  }
+  if (best != free_buffers_.end()) {
+    state.buffer = std::move(*best);
+    free_buffers_.erase(best);
+  } else {
+    state.buffer = at::empty({numel}, unit.flat.options());
+  }
+  state.full_grad = state.buffer.narrow(0, 0, numel);
+  // The padding contributes nothing.
+  const size_t last = unit.members.size() - 1;
+  const int64_t used = unit.offsets[last] + params_[unit.members[last]].tensor.numel();
+  state.full_grad.narrow(0, used, numel - used).zero_();
+}
+
+void ShardedReducer::release_buffer(size_t u) {
+  auto& state = state_[u];
+  state.full_grad.reset();
+  if (state.buffer.defined()) free_buffers_.push_back(std::move(state.buffer));
+  state.buffer.reset();
+}
+
+void ShardedReducer::store_gradient(size_t param, const at::Tensor& grad) {
+  c10::NoGradGuard no_grad;
+  const auto& unit = units_[unit_of_[param]];
+  auto& state = state_[unit_of_[param]];
+  if (!state.full_grad.defined()) acquire_buffer(unit_of_[param]);
+  ready_[param] = true;
+  auto slot = state.full_grad.narrow(0, unit.offsets[slot_of_[param]], params_[param].tensor.numel());
+  if (!grad.defined()) {
+    slot.zero_();  // a member without a gradient contributes nothing
+    return;
+  }
+  // Sum of (g / world) over every rank = the mean; under HYBRID_SHARD_ZERO2 the sum is finished
+  // by the all-reduce across machines. Divided here, while the gradient is in cache.
+  // One pass over memory: the copy divides.
+  auto destination = slot.view(grad.sizes());
+  at::div_out(destination, grad, world_divisor_);
+}
+
+void ShardedReducer::launch_ready_units() {
+  // Units are launched strictly in index order so that every rank issues the same sequence of
+  // collectives, whatever order its hooks fire in.
+  while (next_to_launch_ < units_.size() && state_[next_to_launch_].pending == 0) {
+    auto& state = state_[next_to_launch_];
+    // The optimizer's zero_grad() (set_to_none) drops the pieces' .grad: then this backward's
+    // gradient replaces the shard; otherwise it adds to it, as backward adds to .grad.
+    state.accumulate = false;
+    for (size_t i : units_[next_to_launch_].members) {
+      state.accumulate = state.accumulate || (pieces_[i].defined() && pieces_[i].grad().defined());
+    }
+    state.reduced = state.accumulate || offload_
+                        ? at::empty({units_[next_to_launch_].shard_numel}, state.full_grad.options())
+                        : state.grad_shard;
+    state.work = shard_group_.reduce_scatter_flat(state.reduced, state.full_grad);
+    ++next_to_launch_;
+  }
+}
+
+void ShardedReducer::release_sent_gradients() {
+  for (size_t u = 0; u < next_to_launch_; ++u) {
+    auto& state = state_[u];
+    if (state.full_grad.defined() && state.work && state.work->isCompleted()) release_buffer(u);
+  }
+}
+
+void ShardedReducer::wait_all(bool rethrow) {
+  for (size_t u = 0; u < units_.size(); ++u) {
+    auto& state = state_[u];
+    if (!state.work) continue;
+    auto work = std::move(state.work);
+    try {
+      shard_group_.wait(work, "FSDP gradient reduce-scatter (unit " + std::to_string(u + 1) +
+                                  " of " + std::to_string(units_.size()) + ")",
+                        shard_group_.timeout_for(units_[u].flat));
+    } catch (...) {
+      if (rethrow) throw;
+    }
+    release_buffer(u);
+  }
+}
+
+void ShardedReducer::finish_backward() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  in_backward_ = false;
+  try {
+    // Parameters this backward did not reach: what no_sync passes left in .grad, else zeros
+    // (torch FSDP also tolerates unused parameters).
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (ready_[i]) continue;
+      auto& tensor = params_[i].tensor;
+      store_gradient(i, tensor.grad());
+      tensor.mutable_grad() = at::Tensor();
+      if (--state_[unit_of_[i]].pending == 0) launch_ready_units();
+    }
+    wait_all(/*rethrow=*/true);
+    if (replica_group_ != nullptr) {
+      // HYBRID_SHARD_ZERO2: each machine reduced its own batches; the same shard on the other
+      // machines holds theirs.
+      std::vector<c10::intrusive_ptr<c10d::Work>> works;
+      for (auto& state : state_) {
+        std::vector<at::Tensor> tensors{state.reduced};
+        c10d::AllreduceOptions options;
+        options.timeout = replica_group_->timeout_for(state.reduced);
+        works.push_back(replica_group_->launched(
+            replica_group_->backend_for(state.reduced).allreduce(tensors, options)));
+      }
+      for (auto& work : works) {
+        replica_group_->wait(work, "FSDP gradient all-reduce across machines",
+                             replica_group_->timeout_for(state_.front().reduced));
+      }
+    }
+    write_shards();
+  } catch (...) {
+    wait_all(/*rethrow=*/false);
+    reset();
+    throw;
+  }
+  reset();
+}
+
+void ShardedReducer::write_shards() {
+  c10::NoGradGuard no_grad;
+  for (size_t u = 0; u < units_.size(); ++u) {
+    const auto& unit = units_[u];
+    auto& state = state_[u];
+    if (offload_) {
+      if (state.accumulate) {
+        state.grad_shard.add_(state.reduced.to(at::kCPU));
+      } else {
+        state.grad_shard.copy_(state.reduced);
+      }
+    } else if (state.accumulate) {
+      state.grad_shard.add_(state.reduced);
+    }
+    state.reduced.reset();
+    for (size_t j = 0; j < unit.members.size(); ++j) {
+      const size_t i = unit.members[j];
+      if (!pieces_[i].defined()) continue;
+      auto [begin, end] = unit.local_range(j, params_[i].tensor.numel());
+      // Aliases the shard's storage without being an autograd view: libtorch's zero_grad()
+      // detaches every .grad in place, which views refuse.
+      pieces_[i].mutable_grad() = at::empty({0}, state.grad_shard.options())
+                                      .set_(state.grad_shard.storage(),
+                                            state.grad_shard.storage_offset() + begin - unit.shard_offset,
+                                            {end - begin}, {1});
+    }
+  }
+}
+
+void ShardedReducer::reset() {
+  std::fill(ready_.begin(), ready_.end(), false);
+  for (size_t u = 0; u < units_.size(); ++u) {
+    state_[u].pending = units_[u].members.size();
+    release_buffer(u);
+    state_[u].reduced.reset();
+  }
+  next_to_launch_ = 0;
+}
+
+void ShardedReducer::all_gather_parameters() {
+  for (size_t u = 0; u < units_.size(); ++u) launch_parameter_gather(u);
+  wait_parameter_gathers();
+}
+
+void ShardedReducer::launch_parameter_gather(size_t u) {
+  c10::NoGradGuard no_grad;
+  auto& unit = units_[u];
+  if (offload_) unit.shard().copy_(masters_[u]);
+  gathers_.push_back({u, shard_group_.all_gather_flat(unit.flat)});
+}
+
+void ShardedReducer::parameters_changed() {
+  c10::NoGradGuard no_grad;
+  for (size_t u = 0; offload_ && u < units_.size(); ++u) masters_[u].copy_(units_[u].shard());
+}
+
+void ShardedReducer::wait_parameter_gathers() {
+  auto gathers = std::move(gathers_);
+  gathers_.clear();
+  for (const auto& gather : gathers) {
+    shard_group_.wait(gather.work, "FSDP parameter all-gather (unit " + std::to_string(gather.unit + 1) + " of " +
+                                       std::to_string(units_.size()) + ")",
+                      shard_group_.timeout_for(units_[gather.unit].flat));
+  }
+}
+
+}  // namespace acc::detail
