@@ -5,6 +5,7 @@
 
 #include <acc/acc.h>
 #include <acc/grad_scaler.h>
+#include <acc/testing.h>
 
 #include "env_fixture.h"
 
@@ -65,10 +66,15 @@ acc::AcceleratorOptions fp16_with_forced_scaler() {
   return acc::AcceleratorOptions()
       .mixed_precision(acc::MixedPrecision::FP16)
       .grad_scaler(acc::GradScalerKwargs().init_scale(1024.0).growth_interval(2))
-      .environment(fake_env({{"ACC_TEST_FORCE_GRAD_SCALER", "1"}}));
+      .environment(fake_env({}));
 }
 
-TEST(AcceleratorFp16, OverflowSkipsTheStepAndLeavesEverythingUntouched) {
+// fp16 loss scaling runs on CUDA only; these tests force it onto CPU tensors.
+class AcceleratorFp16 : public ::testing::Test {
+  acc::testing::ForceOnCpuGuard force_{{/*grad_scaler=*/true, /*fsdp_offload=*/false}};
+};
+
+TEST_F(AcceleratorFp16, OverflowSkipsTheStepAndLeavesEverythingUntouched) {
   acc::Accelerator accelerator(fp16_with_forced_scaler());
   torch::manual_seed(0);
   auto model = torch::nn::Linear(3, 1);
@@ -102,7 +108,7 @@ TEST(AcceleratorFp16, OverflowSkipsTheStepAndLeavesEverythingUntouched) {
   EXPECT_EQ(optimizer.param_groups()[0].options().get_lr(), lr) << "the scheduler stepped";
 }
 
-TEST(AcceleratorFp16, ScaledTrainingEqualsPlainTrainingAndTheScaleGrows) {
+TEST_F(AcceleratorFp16, ScaledTrainingEqualsPlainTrainingAndTheScaleGrows) {
   acc::Accelerator accelerator(fp16_with_forced_scaler());
   torch::manual_seed(0);
   auto model = torch::nn::Linear(4, 2);
@@ -129,7 +135,7 @@ TEST(AcceleratorFp16, ScaledTrainingEqualsPlainTrainingAndTheScaleGrows) {
   EXPECT_TRUE(torch::allclose(model->weight, reference->weight, 1e-5, 1e-6));
 }
 
-TEST(AcceleratorFp16, ClipGradNormSeesUnscaledGradients) {
+TEST_F(AcceleratorFp16, ClipGradNormSeesUnscaledGradients) {
   acc::Accelerator accelerator(fp16_with_forced_scaler());
   auto w = torch::zeros({2}, torch::requires_grad());
   acc::Optimizer<torch::optim::SGD> optimizer({w}, 0.1);
@@ -138,7 +144,7 @@ TEST(AcceleratorFp16, ClipGradNormSeesUnscaledGradients) {
   EXPECT_NEAR(accelerator.clip_grad_norm_({w}, 100.0), 5.0, 1e-4);
 }
 
-TEST(AcceleratorFp16, PlainOptimizerIsRejectedWithTheFix) {
+TEST_F(AcceleratorFp16, PlainOptimizerIsRejectedWithTheFix) {
   acc::Accelerator accelerator(fp16_with_forced_scaler());
   auto model = torch::nn::Linear(2, 1);
   torch::optim::SGD optimizer(model->parameters(), 0.1);

@@ -297,6 +297,10 @@ void collectives(const std::vector<std::string>& args) {
   expect(accelerator.reduce(value, "sum").item<float>() == world * (world + 1) / 2.0f, "reduce sum");
   expect(accelerator.reduce(value, "mean").item<float>() == (world + 1) / 2.0f, "reduce mean");
   expect(accelerator.reduce(value, "max", 2.0).item<float>() == 2.0f * world, "reduce max scaled");
+  expect(accelerator.reduce(value, acc::ReduceOp::SUM).item<float>() == world * (world + 1) / 2.0f,
+         "reduce ReduceOp::SUM");
+  expect(accelerator.reduce(value, acc::ReduceOp::MEAN).item<float>() == (world + 1) / 2.0f, "reduce ReduceOp::MEAN");
+  expect(acc::reduce(value, acc::ReduceOp::MAX, 2.0).item<float>() == 2.0f * world, "reduce ReduceOp::MAX scaled");
   expect(accelerator.broadcast(value, world - 1).item<float>() == world, "broadcast");
 
   std::vector<int> items(7);

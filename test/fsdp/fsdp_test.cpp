@@ -95,12 +95,12 @@ TEST_F(FsdpCheckpoint, EveryElementwiseOptimizerMatchesDdp) { run({"every_optimi
 
 // offload_params' copies (master shards and gradient shards apart from the model), forced on CPU.
 TEST_F(FsdpCheckpoint, OffloadTrainsAndResumesAsWithout) {
-  run({"offload", dir()}, 2, 0, {{"ACC_TEST_FORCE_FSDP_OFFLOAD", "1"}});
+  run({"offload", dir()}, 2);
 }
 
 // fp16 loss scaling over shards: an overflow one rank sees makes every rank skip the step.
 TEST_F(FsdpCheckpoint, Fp16OverflowInOneShardSkipsTheStepEverywhere) {
-  run({"fp16_overflow"}, 2, 0, {{"ACC_TEST_FORCE_GRAD_SCALER", "1"}});
+  run({"fp16_overflow"}, 2);
 }
 
 // SHARDED_STATE_DICT saved by 4 ranks resumes on 2 and on 1 (resharding on load), and

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <acc/acc.h>
+#include <acc/testing.h>
 
 #include "../support/held_bytes.h"
 #include "../support/worker_checks.h"
@@ -459,10 +460,11 @@ void every_optimizer(const std::string& directory) {
   optimizer_against_ddp<RMSprop>(directory, "rmsprop", RMSpropOptions(0.01).centered(true).momentum(0.5));
 }
 
-// argv: directory. offload_params (forced on CPU by the test's ACC_TEST_FORCE_FSDP_OFFLOAD): the
-// optimizer steps master shards apart from the model's flat buffers, and training, FULL and
-// SHARDED checkpoints are the same as without offload.
+// argv: directory. offload_params (forced on CPU, acc/testing.h): the optimizer steps master shards
+// apart from the model's flat buffers, and training, FULL and SHARDED checkpoints are the same as
+// without offload.
 void offload(const std::string& directory) {
+  acc::testing::ForceOnCpuGuard force({/*grad_scaler=*/false, /*fsdp_offload=*/true});
   auto run = [&](bool offloaded, const std::string& where, bool resume) {
     acc::Accelerator accelerator(acc::AcceleratorOptions().fsdp_plugin(
         acc::FullyShardedDataParallelPlugin()
@@ -502,9 +504,10 @@ void offload(const std::string& directory) {
   std::cout << "ok" << std::endl;
 }
 
-// fp16 loss scaling (the scaler forced on CPU by the test's ACC_TEST_FORCE_GRAD_SCALER): training
-// equals DDP's, and an overflow in one rank's gradient shard makes every rank skip the step.
+// fp16 loss scaling (the scaler forced on CPU, acc/testing.h): training equals DDP's, and an
+// overflow in one rank's gradient shard makes every rank skip the step.
 void fp16_overflow() {
+  acc::testing::ForceOnCpuGuard force({/*grad_scaler=*/true, /*fsdp_offload=*/false});
   auto run = [&](bool sharded, bool overflow_on_rank_1) {
     auto options = acc::AcceleratorOptions().mixed_precision(acc::MixedPrecision::FP16);
     if (sharded) options.fsdp_plugin(acc::FullyShardedDataParallelPlugin()

@@ -25,3 +25,4 @@
 #include <acc/tracker.h>
 #include <acc/tracking.h>
 #include <acc/version.h>
+#include <acc/warnings.h>

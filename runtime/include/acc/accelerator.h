@@ -160,6 +160,10 @@ class Accelerator {
     return acc::reduce(tree, reduction, scale);
   }
   template <typename T>
+  T reduce(const T& tree, ReduceOp op, double scale = 1.0) const {
+    return acc::reduce(tree, op, scale);
+  }
+  template <typename T>
   T broadcast(const T& tree, int from_process = 0) const {
     return acc::broadcast(tree, from_process);
   }
@@ -375,7 +379,6 @@ class Accelerator {
   std::unique_ptr<detail::ShardedEngine> fsdp_;
   /// Mixed precision: autocast on the thread that prepared the first model, until end_training.
   bool use_autocast_ = false;
-  bool scheduler_note_printed_ = false;
   c10::ScalarType autocast_dtype_ = c10::kFloat;
   std::unique_ptr<AutocastGuard> autocast_session_;
 };

@@ -13,7 +13,12 @@ namespace acc {
 /// All-gather, concatenated on dim 0 in rank order; 0-d tensors become shape [1]. Shapes must
 /// agree on every rank (see pad_across_processes); a mismatch throws naming each rank's shape.
 at::Tensor gather(const at::Tensor& tensor);
-/// Element-wise reduction over ranks: "sum", "mean" or "max", then multiplied by `scale`.
+/// The element-wise reductions over ranks of reduce().
+enum class ReduceOp { SUM, MEAN, MAX };
+
+/// Element-wise reduction over ranks, then multiplied by `scale`.
+at::Tensor reduce(const at::Tensor& tensor, ReduceOp op, double scale = 1.0);
+/// The same with Accelerate's names: "sum", "mean" or "max" (ConfigError otherwise).
 at::Tensor reduce(const at::Tensor& tensor, const std::string& reduction = "sum",
                   double scale = 1.0);
 /// Rank `from_process`'s tensor, on every rank (same shape and dtype everywhere).
@@ -25,6 +30,10 @@ at::Tensor pad_across_processes(const at::Tensor& tensor, int64_t dim = 0, doubl
 template <typename T>
 T gather(const T& tree) {
   return map_tensors(tree, [](const at::Tensor& t) { return gather(t); });
+}
+template <typename T>
+T reduce(const T& tree, ReduceOp op, double scale = 1.0) {
+  return map_tensors(tree, [&](const at::Tensor& t) { return reduce(t, op, scale); });
 }
 template <typename T>
 T reduce(const T& tree, const std::string& reduction = "sum", double scale = 1.0) {

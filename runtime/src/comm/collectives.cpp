@@ -48,18 +48,21 @@ at::Tensor gather(const at::Tensor& tensor) {
 }
 
 at::Tensor reduce(const at::Tensor& tensor, const std::string& reduction, double scale) {
-  c10d::ReduceOp op = c10d::ReduceOp::SUM;
-  if (reduction == "max") {
-    op = c10d::ReduceOp::MAX;
-  } else if (reduction != "sum" && reduction != "mean") {
-    throw ConfigError("acc: reduce(tensor, \"" + reduction +
-                      "\"): unknown reduction; use \"sum\", \"mean\" or \"max\"");
-  }
+  if (reduction == "sum") return reduce(tensor, ReduceOp::SUM, scale);
+  if (reduction == "mean") return reduce(tensor, ReduceOp::MEAN, scale);
+  if (reduction == "max") return reduce(tensor, ReduceOp::MAX, scale);
+  throw ConfigError("acc: reduce(tensor, \"" + reduction +
+                    "\"): unknown reduction; use \"sum\", \"mean\" or \"max\"");
+}
+
+at::Tensor reduce(const at::Tensor& tensor, ReduceOp op, double scale) {
+  const char* name = op == ReduceOp::MAX ? "max" : op == ReduceOp::MEAN ? "mean" : "sum";
   auto result = tensor.clone();
   PartialState state;
   if (auto* group = state.process_group()) {
-    group->all_reduce_(result, op, "reduce(" + reduction + ")");
-    if (reduction == "mean") result.div_(state.num_processes());
+    group->all_reduce_(result, op == ReduceOp::MAX ? c10d::ReduceOp::MAX : c10d::ReduceOp::SUM,
+                       std::string("reduce(") + name + ")");
+    if (op == ReduceOp::MEAN) result.div_(state.num_processes());
   }
   if (scale != 1.0) result = result.mul(scale);  // out of place: integer tensors promote
   return result;

@@ -1,5 +1,6 @@
 #include <acc/errors.h>
 #include <acc/state.h>
+#include <acc/warnings.h>
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/cuda.h>
@@ -45,6 +46,7 @@ std::shared_ptr<SharedState> create_state(const AcceleratorOptions& options) {
   auto resolved = resolve_options(options);
   auto state = std::make_shared<SharedState>();
   state->launch = detect_launch(options.environment());
+  detail::set_warning_local_rank(state->launch.local_rank);
   state->timeout = options.timeout();
   state->device = choose_device(state->launch, resolved);
   if (state->device.is_cuda()) {

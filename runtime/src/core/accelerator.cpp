@@ -1,4 +1,6 @@
 #include <acc/accelerator.h>
+#include <acc/testing.h>
+#include <acc/warnings.h>
 
 #include <ATen/autocast_mode.h>
 #include <ATen/ops/tensor.h>
@@ -33,14 +35,6 @@ bool shards_gradients(const ResolvedOptions& resolved) {
   return resolved.use_fsdp && (resolved.fsdp.sharding_strategy == ShardingStrategy::SHARD_GRAD_OP ||
                                resolved.fsdp.sharding_strategy == ShardingStrategy::HYBRID_SHARD_ZERO2);
 }
-
-// Testing hooks: the grad scaler normally runs only for fp16 on CUDA, FSDP offload only on CUDA.
-// Tests force them on CPU tensors (ACC_TEST_FORCE_GRAD_SCALER with fp16 requested,
-// ACC_TEST_FORCE_FSDP_OFFLOAD with offload_params) to check their logic where no GPU is.
-bool forced_for_testing(const EnvLookup& env, const char* name) {
-  auto value = env(name);
-  return value && parse_env_bool(name, *value);
-}
 }  // namespace
 
 Accelerator::Accelerator(AcceleratorOptions options)
@@ -68,31 +62,32 @@ void Accelerator::configure_mixed_precision() {
   const auto precision = resolved_.mixed_precision;
   if (precision == MixedPrecision::NO) return;
   const bool cuda = device().is_cuda();
+  // The grad scaler runs for fp16 on CUDA only, unless a test forces it (acc/testing.h).
+  const bool scaler_forced = testing::forced_on_cpu().grad_scaler;
   if (precision == MixedPrecision::BF16) {
     use_autocast_ = true;
     autocast_dtype_ = c10::kBFloat16;
   } else if (cuda) {
     use_autocast_ = true;
     autocast_dtype_ = c10::kHalf;
-  } else if (!forced_for_testing(options_.environment(), "ACC_TEST_FORCE_GRAD_SCALER") && is_local_main_process()) {
+  } else if (!scaler_forced) {
     // Accelerate's behaviour: fp16 needs a GPU; on CPU it trains in fp32.
-    std::cerr << "acc: warning: mixed_precision fp16 needs CUDA; training on CPU in fp32 (use bf16 "
-                 "for mixed precision on CPU)" << std::endl;
+    detail::warn("acc: warning: mixed_precision fp16 needs CUDA; training on CPU in fp32 (use bf16 "
+                 "for mixed precision on CPU)");
   }
-  if (precision == MixedPrecision::FP16 &&
-      (cuda || forced_for_testing(options_.environment(), "ACC_TEST_FORCE_GRAD_SCALER")) &&
-      options_.grad_scaler().enabled()) {
+  if (precision == MixedPrecision::FP16 && (cuda || scaler_forced) && options_.grad_scaler().enabled()) {
     gradient_state_->scaler = std::make_shared<GradScaler>(options_.grad_scaler(), device());
   }
 }
 
 void Accelerator::configure_fsdp() {
   if (!resolved_.use_fsdp) return;
-  const bool offload = resolved_.fsdp.offload_params &&
-                       (device().is_cuda() || forced_for_testing(options_.environment(), "ACC_TEST_FORCE_FSDP_OFFLOAD"));
-  if (resolved_.fsdp.offload_params && !offload && is_main_process()) {
-    std::cerr << "acc: note: FSDP offload_params changes nothing on a CPU run (the shards are "
-                 "already in CPU memory)" << std::endl;
+  // Offload copies to and from CUDA only, unless a test forces it (acc/testing.h).
+  const bool offload =
+      resolved_.fsdp.offload_params && (device().is_cuda() || testing::forced_on_cpu().fsdp_offload);
+  if (resolved_.fsdp.offload_params && !offload) {
+    detail::warn("acc: note: FSDP offload_params changes nothing on a CPU run (the shards are already in "
+                 "CPU memory)");
   }
   auto* group = state_.process_group();
   if (group == nullptr || !shards_gradients(resolved_)) return;
@@ -231,13 +226,11 @@ void Accelerator::prepare_scheduler(const void* identity, PreparedSchedulerBase*
   if (prepared != nullptr) {
     prepared->attach_controller(detail::make_scheduler_controller(gradient_state_));
     // Accelerate's most reported surprise: say it once, with the way out.
-    if (multi_steps && !scheduler_note_printed_ && is_main_process()) {
-      scheduler_note_printed_ = true;
-      std::cerr << "acc: note: a prepared scheduler steps " << num_processes()
-                << " times per optimizer step (once per process, as Accelerate does, so that a "
+    if (multi_steps) {
+      detail::warn("acc: note: a prepared scheduler steps " + std::to_string(num_processes()) +
+                   " times per optimizer step (once per process, as Accelerate does, so that a "
                    "schedule sized for the single-process data loader ends on time). For one step "
-                   "per optimizer step pass AcceleratorOptions().scheduler_steps_per_process(false)."
-                << std::endl;
+                   "per optimizer step pass AcceleratorOptions().scheduler_steps_per_process(false).");
     }
   } else if (multi_steps || (gs.step_scheduler_with_optimizer && (gs.num_steps > 1 || gs.scaler))) {
     const std::string reason =
@@ -300,7 +293,7 @@ void Accelerator::clip_grad_value_(const std::vector<torch::Tensor>& parameters,
 
 bool Accelerator::check_trigger() {
   auto flag = at::tensor({trigger_ ? 1 : 0}, at::TensorOptions().dtype(at::kInt));
-  flag = acc::reduce(flag, "max");
+  flag = acc::reduce(flag, ReduceOp::MAX);
   trigger_ = false;
   return flag.item<int>() > 0;
 }

@@ -40,7 +40,7 @@ void check_same_index_stream(uint64_t fingerprint, uint64_t epoch) {
   // 62 bits keep the value and its negation exact in int64; max of both = min and max.
   const int64_t value = static_cast<int64_t>(fingerprint >> 2);
   auto both = at::tensor({value, -value}, at::TensorOptions().dtype(at::kLong));
-  both = acc::reduce(both, "max");
+  both = acc::reduce(both, ReduceOp::MAX);
   if (both[0].item<int64_t>() == value && -both[1].item<int64_t>() == value) return;
   throw DistributedError(
       "acc: the ranks drew different sample orders for epoch " + std::to_string(epoch) +
