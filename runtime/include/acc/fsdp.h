@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include <acc/detail/bucket_size.h>
 #include <acc/launch.h>
 
 namespace acc {
@@ -37,7 +38,7 @@ struct FullyShardedDataParallelPlugin {
   TORCH_ARG(std::optional<bool>, sync_module_states);
   /// Parameters are flattened into units of about this many MiB (per dtype and device); each
   /// unit's gradient is reduce-scattered as soon as backward has produced all of it.
-  TORCH_ARG(double, bucket_cap_mb) = 25.0;
+  TORCH_ARG(double, bucket_cap_mb) = detail::kDefaultBucketCapMb;
 };
 
 /// The plugin after applying the environment and defaults.
@@ -46,7 +47,7 @@ struct ResolvedFsdpPlugin {
   StateDictType state_dict_type = StateDictType::FULL_STATE_DICT;
   bool offload_params = false;
   bool sync_module_states = true;
-  double bucket_cap_mb = 25.0;
+  double bucket_cap_mb = detail::kDefaultBucketCapMb;
 };
 
 /// Applies argument > environment (FSDP_*) > default; throws ConfigError naming the bad variable.

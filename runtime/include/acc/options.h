@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include <acc/detail/bucket_size.h>
 #include <acc/fsdp.h>
 #include <acc/launch.h>
 #include <acc/tracker.h>
@@ -30,7 +31,7 @@ struct DistributedDataParallelKwargs {
   /// that the next forward sees rank 0's buffers, as torch DDP does before each forward.
   TORCH_ARG(bool, broadcast_buffers) = true;
   /// Gradient bucket size in MiB.
-  TORCH_ARG(double, bucket_cap_mb) = 25.0;
+  TORCH_ARG(double, bucket_cap_mb) = detail::kDefaultBucketCapMb;
   /// Size of the first bucket of each dtype and device (the last layers, whose gradients are ready
   /// first) in MiB, small so that communication starts early in backward: torch DDP's private
   /// 1 MiB constant, here an option. Setting it to bucket_cap_mb gives a model that fits one bucket

@@ -4,37 +4,17 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 #include <c10/core/GradMode.h>
-#include <torch/csrc/autograd/engine.h>
-#include <torch/csrc/autograd/function_hook.h>
-#include <torch/csrc/autograd/variable.h>
 
 #include <map>
 #include <sstream>
 
+#include <acc/detail/bucket_size.h>
 #include <acc/errors.h>
 
-#include "ddp/bucket_plan.h"
 #include "comm/process_group.h"
+#include "ddp/bucket_plan.h"
 
 namespace acc::detail {
-
-namespace {
-size_t mib_to_bytes(double mib) { return static_cast<size_t>(mib * 1024 * 1024); }
-}  // namespace
-
-class Reducer::ReadyHook : public torch::autograd::FunctionPostHook {
- public:
-  ReadyHook(Reducer* reducer, size_t index) : reducer_(reducer), index_(index) {}
-  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
-                                            const torch::autograd::variable_list&) override {
-    reducer_->on_gradient_ready(index_);
-    return outputs;
-  }
-
- private:
-  Reducer* reducer_;
-  size_t index_;
-};
 
 Reducer::Reducer(std::vector<NamedTensor> parameters, std::vector<at::Tensor> buffers,
                  ProcessGroup& group, const DistributedDataParallelKwargs& options)
@@ -45,17 +25,10 @@ Reducer::Reducer(std::vector<NamedTensor> parameters, std::vector<at::Tensor> bu
       ready_(params_.size(), false),
       used_(params_.size(), false) {
   build_buckets();  // bucket sizes were checked by resolve_options
-  // The variable holds its grad accumulator weakly; keeping it here keeps the hooks alive.
-  for (size_t i = 0; i < params_.size(); ++i) {
-    auto accumulator = torch::autograd::impl::grad_accumulator(params_[i].tensor);
-    hook_keys_.push_back(accumulator->add_post_hook(std::make_unique<ReadyHook>(this, i)));
-    accumulators_.push_back(std::move(accumulator));
-  }
+  attach_hooks(params_);
 }
 
-Reducer::~Reducer() {
-  for (size_t i = 0; i < accumulators_.size(); ++i) accumulators_[i]->del_post_hook(hook_keys_[i]);
-}
+Reducer::~Reducer() { detach_hooks(); }
 
 void Reducer::build_buckets() {
   std::vector<BucketInput> inputs;
@@ -63,8 +36,8 @@ void Reducer::build_buckets() {
     inputs.push_back({std::string(c10::toString(p.tensor.scalar_type())) + "@" + p.tensor.device().str(),
                       static_cast<size_t>(p.tensor.numel() * p.tensor.element_size())});
   }
-  auto layout = plan_buckets(inputs, mib_to_bytes(options_.bucket_cap_mb()),
-                             mib_to_bytes(options_.first_bucket_cap_mb()));
+  auto layout = plan_buckets(inputs, static_cast<size_t>(mib_to_bytes(options_.bucket_cap_mb())),
+                             static_cast<size_t>(mib_to_bytes(options_.first_bucket_cap_mb())));
 
   bucket_of_.assign(params_.size(), 0);
   slot_of_.assign(params_.size(), 0);
@@ -85,12 +58,6 @@ void Reducer::build_buckets() {
   }
 }
 
-std::vector<std::vector<size_t>> Reducer::bucket_layout() const {
-  std::vector<std::vector<size_t>> layout;
-  for (const auto& bucket : buckets_) layout.push_back(bucket.members);
-  return layout;
-}
-
 at::Tensor Reducer::slot(size_t param) const {
   const auto& bucket = buckets_[bucket_of_[param]];
   const auto& p = params_[param].tensor;
@@ -98,12 +65,6 @@ at::Tensor Reducer::slot(size_t param) const {
 }
 
 void Reducer::on_gradient_ready(size_t param) {
-  if (!require_sync_) return;
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!in_backward_) {
-    in_backward_ = true;
-    torch::autograd::Engine::get_default_engine().queue_callback([this] { finish_backward(); });
-  }
   if (ready_[param]) return;
   const auto& grad = params_[param].tensor.grad();
   if (grad.is_sparse()) {
@@ -176,8 +137,6 @@ std::vector<bool> Reducer::globally_used() {
 }
 
 void Reducer::finish_backward() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  in_backward_ = false;
   std::vector<size_t> unused;
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!ready_[i]) unused.push_back(i);

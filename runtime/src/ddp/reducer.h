@@ -4,11 +4,9 @@
 // is full, while the rest of backward runs; a callback at the end of backward waits for the
 // buckets, writes the averaged gradients into .grad and broadcasts buffers.
 #include <ATen/core/Tensor.h>
-#include <torch/csrc/autograd/function.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -20,11 +18,6 @@ namespace acc::detail {
 
 class ProcessGroup;
 
-struct NamedTensor {
-  std::string name;
-  at::Tensor tensor;
-};
-
 class Reducer : public GradientSync {
  public:
   /// `parameters` in registration order (only those that require grad); `buffers` are broadcast
@@ -32,16 +25,6 @@ class Reducer : public GradientSync {
   Reducer(std::vector<NamedTensor> parameters, std::vector<at::Tensor> buffers,
           ProcessGroup& group, const DistributedDataParallelKwargs& options);
   ~Reducer() override;
-  Reducer(const Reducer&) = delete;
-  Reducer& operator=(const Reducer&) = delete;
-
-  /// False inside no_sync(): gradients accumulate locally and nothing is communicated.
-  void set_require_sync(bool value) override { require_sync_ = value; }
-  bool require_sync() const override { return require_sync_; }
-
-  size_t num_buckets() const { return buckets_.size(); }
-  /// Parameter indices of each bucket, in launch order (for tests and diagnostics).
-  std::vector<std::vector<size_t>> bucket_layout() const;
 
  private:
   struct Bucket {
@@ -51,14 +34,12 @@ class Reducer : public GradientSync {
     size_t pending = 0;            // members whose gradient is not ready in this backward
     c10::intrusive_ptr<c10d::Work> work;
   };
-  class ReadyHook;
-
   void build_buckets();
   at::Tensor slot(size_t param) const;
-  void on_gradient_ready(size_t param);
+  void on_gradient_ready(size_t param) override;
   void mark_ready(size_t param);
   void launch_ready_buckets();
-  void finish_backward();
+  void finish_backward() override;
   void wait_all(bool rethrow);
   void write_back(const std::vector<bool>& globally_used);
   std::vector<bool> globally_used();
@@ -75,11 +56,6 @@ class Reducer : public GradientSync {
   std::vector<bool> ready_;
   std::vector<bool> used_;
   size_t next_to_launch_ = 0;
-  bool require_sync_ = true;
-  bool in_backward_ = false;
-  std::mutex mutex_;
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
-  std::vector<uintptr_t> hook_keys_;
 };
 
 /// Broadcasts `tensors` from `root` in one message per dtype (coalesced), in place.

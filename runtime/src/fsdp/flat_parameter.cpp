@@ -7,6 +7,8 @@
 #include <map>
 #include <string>
 
+#include <acc/detail/bucket_size.h>
+
 namespace acc::detail {
 
 std::pair<int64_t, int64_t> FlatParameter::local_range(size_t slot, int64_t numel) const {
@@ -17,7 +19,7 @@ std::pair<int64_t, int64_t> FlatParameter::local_range(size_t slot, int64_t nume
 
 std::vector<FlatParameter> flatten_parameters(const std::vector<at::Tensor>& params, double cap_mb,
                                               int shard_rank, int shard_count) {
-  const auto cap_bytes = static_cast<int64_t>(cap_mb * 1024 * 1024);
+  const auto cap_bytes = mib_to_bytes(cap_mb);
   std::map<std::pair<int, std::string>, std::vector<size_t>> open;
   std::map<std::pair<int, std::string>, int64_t> open_bytes;
   std::vector<std::vector<size_t>> layout;

@@ -5,29 +5,12 @@
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/zeros.h>
 #include <c10/core/GradMode.h>
-#include <torch/csrc/autograd/engine.h>
-#include <torch/csrc/autograd/function_hook.h>
-#include <torch/csrc/autograd/variable.h>
 
 #include <acc/errors.h>
 
 #include "comm/process_group.h"
 
 namespace acc::detail {
-
-class ShardedReducer::ReadyHook : public torch::autograd::FunctionPostHook {
- public:
-  ReadyHook(ShardedReducer* reducer, size_t index) : reducer_(reducer), index_(index) {}
-  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
-                                            const torch::autograd::variable_list&) override {
-    reducer_->on_gradient_ready(index_);
-    return outputs;
-  }
-
- private:
-  ShardedReducer* reducer_;
-  size_t index_;
-};
 
 namespace {
 // Host memory for what offload keeps on the CPU: pinned when it is copied to and from CUDA.
@@ -75,18 +58,11 @@ ShardedReducer::ShardedReducer(std::vector<NamedTensor> parameters, ProcessGroup
       }
     }
   }
-  for (size_t i = 0; i < params_.size(); ++i) {
-    index_of_[params_[i].tensor.unsafeGetTensorImpl()] = i;
-    // The variable holds its grad accumulator weakly; keeping it here keeps the hooks alive.
-    auto accumulator = torch::autograd::impl::grad_accumulator(params_[i].tensor);
-    hook_keys_.push_back(accumulator->add_post_hook(std::make_unique<ReadyHook>(this, i)));
-    accumulators_.push_back(std::move(accumulator));
-  }
+  for (size_t i = 0; i < params_.size(); ++i) index_of_[params_[i].tensor.unsafeGetTensorImpl()] = i;
+  attach_hooks(params_);
 }
 
-ShardedReducer::~ShardedReducer() {
-  for (size_t i = 0; i < accumulators_.size(); ++i) accumulators_[i]->del_post_hook(hook_keys_[i]);
-}
+ShardedReducer::~ShardedReducer() { detach_hooks(); }
 
 at::Tensor ShardedReducer::local_piece(const at::Tensor& param, bool* found) const {
   auto it = index_of_.find(param.unsafeGetTensorImpl());
@@ -113,12 +89,6 @@ size_t ShardedReducer::unit_of_piece(const at::Tensor& tensor) const {
 }
 
 void ShardedReducer::on_gradient_ready(size_t param) {
-  if (!require_sync_) return;  // no_sync / accumulating: the full gradient stays in .grad
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!in_backward_) {
-    in_backward_ = true;
-    torch::autograd::Engine::get_default_engine().queue_callback([this] { finish_backward(); });
-  }
   if (ready_[param]) return;
   auto& tensor = params_[param].tensor;
   const auto grad = tensor.grad();
@@ -226,8 +196,6 @@ void ShardedReducer::wait_all(bool rethrow) {
 }
 
 void ShardedReducer::finish_backward() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  in_backward_ = false;
   try {
     // Parameters this backward did not reach: what no_sync passes left in .grad, else zeros
     // (torch FSDP also tolerates unused parameters).

@@ -6,18 +6,15 @@
 // shard pieces that local_piece() hands out; all_gather_parameters() then makes every rank's
 // parameters full again.
 #include <ATen/core/Tensor.h>
-#include <torch/csrc/autograd/function.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
-#include "fsdp/flat_parameter.h"
 #include "ddp/gradient_sync.h"
-#include "ddp/reducer.h"
+#include "fsdp/flat_parameter.h"
 
 namespace acc::detail {
 
@@ -33,11 +30,6 @@ class ShardedReducer : public GradientSync {
   ShardedReducer(std::vector<NamedTensor> parameters, ProcessGroup& shard_group,
                  ProcessGroup* replica_group, int world_size, double bucket_cap_mb, bool offload);
   ~ShardedReducer() override;
-  ShardedReducer(const ShardedReducer&) = delete;
-  ShardedReducer& operator=(const ShardedReducer&) = delete;
-
-  void set_require_sync(bool value) override { require_sync_ = value; }
-  bool require_sync() const override { return require_sync_; }
 
   const std::vector<FlatParameter>& units() const { return units_; }
   /// This rank's slice of `param` (a model parameter) as a 1-D view of its unit's flat buffer,
@@ -78,15 +70,13 @@ class ShardedReducer : public GradientSync {
     at::Tensor grad_shard;   // what the optimizer's pieces' .grad are views of (CPU under offload)
     c10::intrusive_ptr<c10d::Work> work;
   };
-  class ReadyHook;
-
-  void on_gradient_ready(size_t param);
+  void on_gradient_ready(size_t param) override;
   void store_gradient(size_t param, const at::Tensor& grad);
   void acquire_buffer(size_t unit);
   void release_buffer(size_t unit);
   void launch_ready_units();
   void release_sent_gradients();
-  void finish_backward();
+  void finish_backward() override;
   void wait_all(bool rethrow);
   void write_shards();
   void reset();
@@ -116,11 +106,6 @@ class ShardedReducer : public GradientSync {
   std::unordered_map<const void*, size_t> unit_of_piece_;  // piece TensorImpl -> unit
   std::vector<bool> ready_;
   size_t next_to_launch_ = 0;
-  bool require_sync_ = true;
-  bool in_backward_ = false;
-  std::mutex mutex_;
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
-  std::vector<uintptr_t> hook_keys_;
 };
 
 }  // namespace acc::detail
