@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include <acc/environment.h>
+
 #include "launch_settings.h"
 
 namespace acc::launcher {
@@ -10,35 +12,35 @@ namespace acc::launcher {
 const std::vector<FsdpOption>& fsdp_options() {
   using K = FsdpValueKind;
   static const std::vector<FsdpOption> options = {
-      {"fsdp_version", "FSDP_VERSION", K::kChoice, {"1", "2"}, "1", "FSDP version"},
-      {"fsdp_sharding_strategy", "FSDP_SHARDING_STRATEGY", K::kChoice,
+      {"fsdp_version", env::kFsdpVersion, K::kChoice, {"1", "2"}, "1", "FSDP version"},
+      {"fsdp_sharding_strategy", env::kFsdpShardingStrategy, K::kChoice,
        {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2"}, "FULL_SHARD",
        "how parameters, gradients and optimizer state are sharded"},
-      {"fsdp_reshard_after_forward", "FSDP_RESHARD_AFTER_FORWARD", K::kText, {}, "true",
+      {"fsdp_reshard_after_forward", env::kFsdpReshardAfterForward, K::kText, {}, "true",
        "true/false (FSDP2) or FULL_SHARD|SHARD_GRAD_OP|NO_RESHARD (FSDP1)"},
-      {"fsdp_offload_params", "FSDP_OFFLOAD_PARAMS", K::kBool, {}, "false",
+      {"fsdp_offload_params", env::kFsdpOffloadParams, K::kBool, {}, "false",
        "offload parameters and gradients to CPU"},
-      {"fsdp_min_num_params", "FSDP_MIN_NUM_PARAMS", K::kInt, {}, "100000000",
+      {"fsdp_min_num_params", env::kFsdpMinNumParams, K::kInt, {}, "100000000",
        "minimum parameters per unit for SIZE_BASED_WRAP"},
-      {"fsdp_auto_wrap_policy", "FSDP_AUTO_WRAP_POLICY", K::kChoice,
+      {"fsdp_auto_wrap_policy", env::kFsdpAutoWrapPolicy, K::kChoice,
        {"TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP", "NO_WRAP"}, std::nullopt, "how modules become FSDP units"},
-      {"fsdp_transformer_layer_cls_to_wrap", "FSDP_TRANSFORMER_CLS_TO_WRAP", K::kText, {}, std::nullopt,
+      {"fsdp_transformer_layer_cls_to_wrap", env::kFsdpTransformerClsToWrap, K::kText, {}, std::nullopt,
        "comma-separated module class names to wrap (TRANSFORMER_BASED_WRAP)"},
-      {"fsdp_backward_prefetch", "FSDP_BACKWARD_PREFETCH", K::kChoice,
+      {"fsdp_backward_prefetch", env::kFsdpBackwardPrefetch, K::kChoice,
        {"BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH"}, std::nullopt, "backward prefetch policy"},
-      {"fsdp_state_dict_type", "FSDP_STATE_DICT_TYPE", K::kChoice,
+      {"fsdp_state_dict_type", env::kFsdpStateDictType, K::kChoice,
        {"FULL_STATE_DICT", "LOCAL_STATE_DICT", "SHARDED_STATE_DICT"}, std::nullopt, "checkpoint layout"},
-      {"fsdp_forward_prefetch", "FSDP_FORWARD_PREFETCH", K::kBool, {}, "false",
+      {"fsdp_forward_prefetch", env::kFsdpForwardPrefetch, K::kBool, {}, "false",
        "prefetch the next all-gather during forward"},
-      {"fsdp_use_orig_params", "FSDP_USE_ORIG_PARAMS", K::kBool, {}, "true",
+      {"fsdp_use_orig_params", env::kFsdpUseOrigParams, K::kBool, {}, "true",
        "allow frozen and trainable parameters in one unit"},
-      {"fsdp_cpu_ram_efficient_loading", "FSDP_CPU_RAM_EFFICIENT_LOADING", K::kBool, {}, "true",
+      {"fsdp_cpu_ram_efficient_loading", env::kFsdpCpuRamEfficientLoading, K::kBool, {}, "true",
        "only rank 0 loads the checkpoint (needs fsdp_sync_module_states)"},
-      {"fsdp_sync_module_states", "FSDP_SYNC_MODULE_STATES", K::kBool, {}, "true",
+      {"fsdp_sync_module_states", env::kFsdpSyncModuleStates, K::kBool, {}, "true",
        "broadcast parameters from rank 0 when wrapping"},
-      {"fsdp_activation_checkpointing", "FSDP_ACTIVATION_CHECKPOINTING", K::kBool, {}, "false",
+      {"fsdp_activation_checkpointing", env::kFsdpActivationCheckpointing, K::kBool, {}, "false",
        "recompute activations in backward"},
-      {"fsdp_activation_checkpointing_offload", "FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD", K::kBool, {}, "false",
+      {"fsdp_activation_checkpointing_offload", env::kFsdpActivationCheckpointingOffload, K::kBool, {}, "false",
        "offload checkpointed activations to CPU (FSDP2)"},
   };
   return options;

@@ -4,6 +4,8 @@
 
 #include <iostream>
 
+#include <acc/environment.h>
+
 #include "cli_style.h"
 #include "config_file.h"
 #include "errors.h"
@@ -115,7 +117,8 @@ void add_launch_flags(CLI::App& app, LaunchInvocation& into) {
       ->option_text("ADDR")
       ->group(machines);
   app.add_option_function<int>(flag_names("--main_process_port"), [&](const int& v) { s.main_process_port = v; },
-                               "Rendezvous port on machine 0; 0 picks a free one; default 29500")
+                               "Rendezvous port on machine 0; 0 picks a free one; default " +
+                                   std::to_string(env::kDefaultMainProcessPort))
       ->check(CLI::Range(0, 65535))
       ->option_text("PORT")
       ->group(machines);

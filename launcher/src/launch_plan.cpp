@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <acc/environment.h>
+
 #include "errors.h"
 #include "fsdp_options.h"
 
@@ -41,13 +43,13 @@ void apply_slurm(LaunchSettings& s, const EnvMap& env, std::vector<std::string>&
 }
 
 EnvMap fsdp_environment(const LaunchSettings& s) {
-  EnvMap env{{"ACCELERATE_USE_FSDP", "true"}};
+  EnvMap env{{env::kUseFsdp, "true"}};
   for (const auto& option : fsdp_options()) {
     auto chosen = s.fsdp.find(option.key);
     if (chosen != s.fsdp.end()) env[option.env] = chosen->second;
     else if (option.default_value) env[option.env] = *option.default_value;
   }
-  if (env["FSDP_CPU_RAM_EFFICIENT_LOADING"] == "true" && env["FSDP_SYNC_MODULE_STATES"] == "false")
+  if (env[env::kFsdpCpuRamEfficientLoading] == "true" && env[env::kFsdpSyncModuleStates] == "false")
     throw UsageError("fsdp_cpu_ram_efficient_loading needs fsdp_sync_module_states: set "
                      "--fsdp_sync_module_states true, or --fsdp_cpu_ram_efficient_loading false");
   return env;
@@ -128,12 +130,13 @@ LaunchPlan resolve_plan(const LaunchSettings& given, const MachineFacts& facts, 
                      ": give the address of machine 0, which every machine can reach");
   plan.master_addr = s.main_process_ip.value_or("127.0.0.1");
   plan.port_given = s.main_process_port.has_value();
-  plan.master_port = s.main_process_port.value_or(29500);
+  plan.master_port = s.main_process_port.value_or(env::kDefaultMainProcessPort);
   if (plan.master_port > 65535)
     throw UsageError("--main_process_port " + std::to_string(plan.master_port) + " is not a port; use 1-65535, or 0 for a free one");
   if (plan.master_port == 0 && plan.num_machines > 1)
     throw UsageError("--main_process_port 0 (a free port) works on one machine only: the other machines could not "
-                     "know which port was picked; choose a fixed port such as 29500");
+                     "know which port was picked; choose a fixed port such as " +
+                     std::to_string(env::kDefaultMainProcessPort));
 
   if (!plan.use_cpu && s.gpu_ids && *s.gpu_ids != "all") plan.cuda_visible_devices = *s.gpu_ids;
 

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <acc/environment.h>
+
 #include "launch_settings.h"
 
 namespace acc::launcher {
@@ -28,7 +30,7 @@ struct LaunchPlan {
   int machine_rank = 0;
   int local_world_size = 1;  // ranks on this machine; global rank = machine_rank * local_world_size + local_rank
   std::string master_addr = "127.0.0.1";
-  int master_port = 29500;  // 0 until assign_port() picks one
+  int master_port = env::kDefaultMainProcessPort;  // 0 until assign_port() picks one
   bool port_given = false;  // set by flag or config: a busy port is then an error, not a reason to move
   std::optional<std::string> cuda_visible_devices;
   std::optional<int> gradient_accumulation_steps;

@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include <acc/environment.h>
+
 #include "errors.h"
 
 namespace acc::launcher {
@@ -58,7 +60,7 @@ void assign_port(LaunchPlan& plan) {
     throw UsageError("port " + std::to_string(plan.master_port) + " (--main_process_port) is already in use on this "
                      "machine; choose another with --main_process_port N, or --main_process_port 0 for a free one");
   const int moved = pick_free_port();
-  plan.notes.push_back("the default port 29500 is in use; using free port " + std::to_string(moved) +
+  plan.notes.push_back("the default port " + std::to_string(env::kDefaultMainProcessPort) + " is in use; using free port " + std::to_string(moved) +
                        " (choose one with --main_process_port)");
   plan.master_port = moved;
 }

@@ -3,6 +3,8 @@
 #include <functional>
 #include <string>
 
+#include <acc/environment.h>
+
 #include "errors.h"
 #include "fsdp_options.h"
 
@@ -101,7 +103,7 @@ LaunchSettings ask_launch_settings(std::istream& in, std::ostream& out, const Ma
   if (*s.num_machines > 1) {
     s.machine_rank = a.integer("What is the rank of this machine (0 for the main one)?", 0, 0, *s.num_machines - 1);
     s.main_process_ip = a.text("What is the IP address of the main machine (rank 0)?", "");
-    s.main_process_port = a.integer("Which port on the main machine?", 29500, 1, 65535);
+    s.main_process_port = a.integer("Which port on the main machine?", env::kDefaultMainProcessPort, 1, 65535);
     s.rdzv_backend = "static";
     s.same_network = true;
   }

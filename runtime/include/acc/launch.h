@@ -5,6 +5,8 @@
 #include <optional>
 #include <string>
 
+#include <acc/environment.h>
+
 namespace acc {
 
 /// Reads one environment variable; returns nullopt when it is unset.
@@ -22,7 +24,7 @@ struct LaunchInfo {
   int local_rank = 0;
   int local_world_size = 1;
   std::string master_addr = "127.0.0.1";
-  int master_port = 29500;
+  int master_port = env::kDefaultMainProcessPort;
 
   bool is_distributed() const { return world_size > 1; }
 };

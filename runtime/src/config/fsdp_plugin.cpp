@@ -1,3 +1,4 @@
+#include <acc/environment.h>
 #include <acc/errors.h>
 #include <acc/fsdp.h>
 #include <acc/options.h>
@@ -70,23 +71,23 @@ ResolvedFsdpPlugin resolve_fsdp_plugin(const FullyShardedDataParallelPlugin& plu
   ResolvedFsdpPlugin out;
   if (plugin.sharding_strategy()) {
     out.sharding_strategy = *plugin.sharding_strategy();
-  } else if (auto v = env("FSDP_SHARDING_STRATEGY")) {
-    out.sharding_strategy = parse_sharding_strategy(*v, "FSDP_SHARDING_STRATEGY");
+  } else if (auto v = env(env::kFsdpShardingStrategy)) {
+    out.sharding_strategy = parse_sharding_strategy(*v, env::kFsdpShardingStrategy);
   }
   if (plugin.state_dict_type()) {
     out.state_dict_type = *plugin.state_dict_type();
-  } else if (auto v = env("FSDP_STATE_DICT_TYPE")) {
-    out.state_dict_type = parse_state_dict_type(*v, "FSDP_STATE_DICT_TYPE");
+  } else if (auto v = env(env::kFsdpStateDictType)) {
+    out.state_dict_type = parse_state_dict_type(*v, env::kFsdpStateDictType);
   }
   if (plugin.offload_params()) {
     out.offload_params = *plugin.offload_params();
-  } else if (auto v = env("FSDP_OFFLOAD_PARAMS")) {
-    out.offload_params = parse_env_bool("FSDP_OFFLOAD_PARAMS", *v);
+  } else if (auto v = env(env::kFsdpOffloadParams)) {
+    out.offload_params = parse_env_bool(env::kFsdpOffloadParams, *v);
   }
   if (plugin.sync_module_states()) {
     out.sync_module_states = *plugin.sync_module_states();
-  } else if (auto v = env("FSDP_SYNC_MODULE_STATES")) {
-    out.sync_module_states = parse_env_bool("FSDP_SYNC_MODULE_STATES", *v);
+  } else if (auto v = env(env::kFsdpSyncModuleStates)) {
+    out.sync_module_states = parse_env_bool(env::kFsdpSyncModuleStates, *v);
   }
   if (plugin.bucket_cap_mb() <= 0) {
     throw ConfigError("acc: FullyShardedDataParallelPlugin bucket_cap_mb(" +

@@ -1,3 +1,4 @@
+#include <acc/environment.h>
 #include <acc/errors.h>
 #include <acc/launch.h>
 
@@ -53,7 +54,7 @@ void check_ranks(const LaunchInfo& info, const std::string& rank_var, const std:
 // MASTER_ADDR/MASTER_PORT may accompany any launcher. A job that spans machines cannot guess the
 // rendezvous host, so it must be given rather than defaulting to loopback and hanging.
 void read_master(const EnvLookup& env, LaunchInfo& info, const std::string& fallback_host) {
-  if (auto addr = env("MASTER_ADDR"); addr && !addr->empty()) {
+  if (auto addr = env(env::kMasterAddr); addr && !addr->empty()) {
     info.master_addr = *addr;
   } else if (!fallback_host.empty()) {
     info.master_addr = fallback_host;
@@ -61,7 +62,7 @@ void read_master(const EnvLookup& env, LaunchInfo& info, const std::string& fall
     throw ConfigError("acc: the " + info.launcher + " job spans several machines but MASTER_ADDR is "
                       "unset; export MASTER_ADDR=<host of rank 0> (with mpirun: -x MASTER_ADDR)");
   }
-  info.master_port = parse_int_or(env, "MASTER_PORT", info.master_port, 1);
+  info.master_port = parse_int_or(env, env::kMasterPort, info.master_port, 1);
   if (info.master_port > 65535) {
     throw ConfigError("acc: MASTER_PORT=" + std::to_string(info.master_port) +
                       " is not a TCP port (1-65535)");
@@ -108,13 +109,13 @@ std::string first_slurm_host(const std::string& nodelist) {
 
 LaunchInfo detect_launch(const EnvLookup& env) {
   LaunchInfo info;
-  if (env("RANK") && env("WORLD_SIZE")) {
+  if (env(env::kRank) && env(env::kWorldSize)) {
     info.launcher = "env";
-    info.world_size = parse_int(env, "WORLD_SIZE", 1);
-    info.rank = parse_int(env, "RANK", 0);
-    info.local_rank = parse_int_or(env, "LOCAL_RANK", info.rank, 0);
-    info.local_world_size = parse_int_or(env, "LOCAL_WORLD_SIZE", info.world_size, 1);
-    check_ranks(info, "RANK", "WORLD_SIZE");
+    info.world_size = parse_int(env, env::kWorldSize, 1);
+    info.rank = parse_int(env, env::kRank, 0);
+    info.local_rank = parse_int_or(env, env::kLocalRank, info.rank, 0);
+    info.local_world_size = parse_int_or(env, env::kLocalWorldSize, info.world_size, 1);
+    check_ranks(info, env::kRank, env::kWorldSize);
     read_master(env, info, "127.0.0.1");
   } else if (env("SLURM_PROCID") && env("SLURM_NTASKS")) {
     info.launcher = "slurm";

@@ -1,3 +1,4 @@
+#include <acc/environment.h>
 #include <acc/errors.h>
 #include <acc/options.h>
 
@@ -60,14 +61,14 @@ ResolvedOptions resolve_options(const AcceleratorOptions& options) {
 
   if (options.cpu()) {
     out.cpu = *options.cpu();
-  } else if (auto v = env("ACCELERATE_USE_CPU")) {
-    out.cpu = parse_env_bool("ACCELERATE_USE_CPU", *v);
+  } else if (auto v = env(env::kUseCpu)) {
+    out.cpu = parse_env_bool(env::kUseCpu, *v);
   }
 
   if (options.mixed_precision()) {
     out.mixed_precision = *options.mixed_precision();
-  } else if (auto v = env("ACCELERATE_MIXED_PRECISION")) {
-    out.mixed_precision = parse_mixed_precision(*v, "ACCELERATE_MIXED_PRECISION");
+  } else if (auto v = env(env::kMixedPrecision)) {
+    out.mixed_precision = parse_mixed_precision(*v, env::kMixedPrecision);
   }
 
   if (options.gradient_accumulation_steps()) {
@@ -76,7 +77,7 @@ ResolvedOptions resolve_options(const AcceleratorOptions& options) {
       throw ConfigError("acc: gradient_accumulation_steps(" +
                         std::to_string(out.gradient_accumulation_steps) + ") must be at least 1");
     }
-  } else if (auto v = env("ACCELERATE_GRADIENT_ACCUMULATION_STEPS")) {
+  } else if (auto v = env(env::kGradientAccumulationSteps)) {
     size_t used = 0;
     long long steps = 0;
     try {
@@ -102,14 +103,14 @@ ResolvedOptions resolve_options(const AcceleratorOptions& options) {
 
   if (options.fsdp_plugin()) {
     out.use_fsdp = true;
-  } else if (auto v = env("ACCELERATE_USE_FSDP")) {
-    out.use_fsdp = parse_env_bool("ACCELERATE_USE_FSDP", *v);
+  } else if (auto v = env(env::kUseFsdp)) {
+    out.use_fsdp = parse_env_bool(env::kUseFsdp, *v);
   }
   // FSDP_* are read only when FSDP is on, as Accelerate's plugin does.
   if (out.use_fsdp) {
     out.fsdp = resolve_fsdp_plugin(options.fsdp_plugin().value_or(FullyShardedDataParallelPlugin()), env);
   }
-  if (auto v = env("ACCELERATE_TORCH_DEVICE"); v && !v->empty()) out.torch_device = *v;
+  if (auto v = env(env::kTorchDevice); v && !v->empty()) out.torch_device = *v;
   return out;
 }
 
