@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "checkpoint/directory.h"
 #include "env_fixture.h"
 #include "test_util.h"
 
@@ -169,13 +170,13 @@ TEST(SaveState, ErrorsNameTheFix) {
 TEST(CheckpointDirectory, UncommittedWritesLeaveNothingAndCommitReplaces) {
   ScratchDir dir;
   {
-    acc::CheckpointDirectoryWriter writer(dir / "c", true);
+    acc::detail::CheckpointDirectoryWriter writer(dir / "c", true);
     std::ofstream(writer.file("a.txt")) << "partial";
   }  // destroyed without commit: as if an exception unwound the save
   EXPECT_FALSE(fs::exists(dir / "c"));
   EXPECT_FALSE(fs::exists(dir / ".c.tmp"));
   for (const char* text : {"first", "second"}) {
-    acc::CheckpointDirectoryWriter writer(dir / "c", true);
+    acc::detail::CheckpointDirectoryWriter writer(dir / "c", true);
     std::ofstream(writer.file("a.txt")) << text;
     writer.commit();
   }

@@ -2,7 +2,6 @@
 // Umbrella header of libacc: distributed training for libtorch.
 #include <acc/accelerator.h>
 #include <acc/autocast.h>
-#include <acc/checkpoint_directory.h>
 #include <acc/checkpoint_model.h>
 #include <acc/checkpointing.h>
 #include <acc/collectives.h>

@@ -10,7 +10,6 @@
 
 #include <iostream>
 #include <memory>
-#include <mutex>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -18,6 +17,7 @@
 
 #include <acc/autocast.h>
 #include <acc/checkpointing.h>
+#include <acc/detail/checkpoint_registry.h>
 #include <acc/collectives.h>
 #include <acc/data_loader.h>
 #include <acc/optimizer.h>
@@ -33,7 +33,7 @@ namespace acc {
 namespace detail {
 class GradientSync;
 class ShardedEngine;
-class FsdpStateDicts;
+class StateDictLayout;
 struct GradientState;
 class TrackerSet;
 
@@ -258,11 +258,8 @@ class Accelerator {
   template <typename Model>
   void save_model(const Model& model, const std::string& save_directory,
                   const std::string& max_shard_size = "10GB", bool safe_serialization = true) {
-    if (is_main_process()) {
-      acc::save_model(module_of(const_cast<Model&>(model)), save_directory, max_shard_size,
-                      safe_serialization);
-    }
-    wait_for_everyone();
+    save_model_weights(module_of(const_cast<Model&>(model)), save_directory, max_shard_size,
+                       safe_serialization);
   }
   /// Writes every prepared model, optimizer and scheduler, registered object, data loader
   /// position and each rank's RNG states to `output_dir` (or, with automatic naming,
@@ -286,8 +283,6 @@ class Accelerator {
   const std::string& project_dir() const { return project_.project_dir(); }
   /// The number of the next automatic checkpoint.
   int64_t save_iteration() const { return project_.iteration(); }
-  /// What save_state covers; prepared data loaders add their position here.
-  CheckpointRegistry& checkpoint_registry() { return checkpoints_; }
 
   // --- experiment tracking and progress (tracking.h, progress_bar.h, docs/tracking.md) ----
   /// Starts the trackers of log_with under {logging_dir}/{project_name} (main process only) and
@@ -358,7 +353,11 @@ class Accelerator {
   /// Accelerate's _do_sync: advances the accumulation count; true when this batch syncs.
   bool begin_accumulation_step();
   void unscale_gradients();
-  std::unique_ptr<detail::FsdpStateDicts> fsdp_state_dicts();
+  /// How save_state, load_state and save_model lay out models and optimizers (created on first
+  /// use: FSDP's layout for its state_dict_type, else the plain one).
+  detail::StateDictLayout& state_dict_layout();
+  void save_model_weights(const torch::nn::Module& model, const std::string& directory,
+                          const std::string& max_shard_size, bool safe_serialization);
   void prepare_optimizer(torch::optim::Optimizer& optimizer, PreparedOptimizerBase* prepared);
   void prepare_scheduler(const void* identity, PreparedSchedulerBase* prepared);
   detail::GradientSync* reducer_for(const torch::nn::Module& model) const;
@@ -373,10 +372,11 @@ class Accelerator {
   bool trigger_ = false;
   std::unique_ptr<detail::TrackerSet> trackers_;  // log_with; see tracking_set.h
   ProjectConfiguration project_ = options_.project_config();
-  CheckpointRegistry checkpoints_;
+  detail::CheckpointRegistry checkpoints_;
   std::vector<torch::optim::Optimizer*> optimizers_;  // prepared, for unscaling before clipping
   /// FSDP SHARD_GRAD_OP / HYBRID_SHARD_ZERO2 on several processes (fsdp_engine.h); else null.
   std::unique_ptr<detail::ShardedEngine> fsdp_;
+  std::unique_ptr<detail::StateDictLayout> state_dict_layout_;
   /// Mixed precision: autocast on the thread that prepared the first model, until end_training.
   bool use_autocast_ = false;
   c10::ScalarType autocast_dtype_ = c10::kFloat;

@@ -16,12 +16,6 @@
 
 namespace acc {
 
-/// A checkpoint that cannot be written or does not fit the objects it is loaded into.
-class CheckpointError : public Error {
- public:
-  using Error::Error;
-};
-
 /// The module's parameters and buffers in PyTorch's state_dict order (each module's own
 /// parameters, then its buffers, then its children), named as in named_parameters/named_buffers.
 safetensors::NamedTensors model_state(const torch::nn::Module& module);

@@ -17,7 +17,7 @@
 #include <type_traits>
 #include <utility>
 
-#include <acc/data_loader_state.h>
+#include <acc/detail/data_loader_state.h>
 #include <acc/data_sharding.h>
 #include <acc/to_device.h>
 

@@ -23,4 +23,19 @@ class DistributedError : public Error {
   using Error::Error;
 };
 
+/// A checkpoint that cannot be written or does not fit the objects it is loaded into.
+class CheckpointError : public Error {
+ public:
+  using Error::Error;
+};
+
+namespace safetensors {
+/// A file that is not valid safetensors, or a tensor the format cannot hold. The message names
+/// the file and the problem.
+class FormatError : public Error {
+ public:
+  using Error::Error;
+};
+}  // namespace safetensors
+
 }  // namespace acc

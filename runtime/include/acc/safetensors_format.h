@@ -15,13 +15,6 @@
 
 namespace acc::safetensors {
 
-/// A file that is not valid safetensors, or a tensor the format cannot hold. The message names
-/// the file and the problem.
-class FormatError : public Error {
- public:
-  using Error::Error;
-};
-
 /// The element types of the format, with the names Python's safetensors writes.
 enum class Dtype {
   BOOL, U8, I8, U16, I16, U32, I32, U64, I64, F16, BF16, F32, F64,

@@ -15,8 +15,8 @@
 #include <sstream>
 #include <tuple>
 
-#include "checkpoint/tensor_copy.h"
 #include "checkpoint/file_io.h"
+#include "checkpoint/tensor_copy.h"
 
 namespace fs = std::filesystem;
 

@@ -10,8 +10,8 @@
 #include <acc/checkpoint_model.h>
 #include <acc/checkpointing.h>
 
-#include "checkpoint/tensor_copy.h"
 #include "checkpoint/file_io.h"
+#include "checkpoint/tensor_copy.h"
 
 namespace fs = std::filesystem;
 

@@ -1,6 +1,6 @@
 // save_state / load_state: the files of a training checkpoint, who writes them, and the
 // automatic naming and rotation of ProjectConfiguration.
-#include <acc/checkpointing.h>
+#include "checkpoint/training_state.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
@@ -8,27 +8,24 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <iostream>
 #include <mutex>
 #include <optional>
 #include <regex>
 
-#include <acc/checkpoint_directory.h>
+#include <acc/checkpointing.h>
+#include <acc/errors.h>
 #include <acc/state.h>
+#include <acc/warnings.h>
 
+#include "checkpoint/directory.h"
 #include "checkpoint/file_io.h"
 #include "checkpoint/loader_positions.h"
-#include "checkpoint/optimizer_files.h"
-#include "fsdp/sharded_state_dict.h"
+#include "checkpoint/state_dict_layout.h"
 
 namespace fs = std::filesystem;
 
-namespace acc {
+namespace acc::detail {
 namespace {
-
-std::string numbered(const std::string& stem, size_t index, const std::string& extension) {
-  return index == 0 ? stem + extension : stem + "_" + std::to_string(index) + extension;
-}
 
 std::string rank_file(int rank) { return "random_states_" + std::to_string(rank) + ".bin"; }
 
@@ -38,16 +35,8 @@ void save_archive(const SaveFunction& save, const std::string& path) {
   archive.save_to(path);
 }
 
-void require_file(const std::string& path) {
-  if (!fs::exists(path)) {
-    throw CheckpointError("acc: the checkpoint has no '" + path +
-                          "'; it was saved with other prepared or registered objects (or another "
-                          "number of processes) than this program has");
-  }
-}
-
 void load_archive(const LoadFunction& load, const std::string& path, c10::Device device) {
-  require_file(path);
+  require_checkpoint_file(path);
   torch::serialize::InputArchive archive;
   archive.load_from(path, device);
   load(archive);
@@ -85,9 +74,9 @@ void load_rank_state(CheckpointContext& context, const std::string& path) {
         archive.read("num_generators", count);
         const auto all = generators();
         if (count.toInt() != static_cast<int64_t>(all.size())) {
-          std::cerr << "acc: warning: '" << path << "' holds " << count.toInt()
-                    << " generator states but this process has " << all.size()
-                    << " (other CUDA devices); restoring the CPU generator and the common ones\n";
+          warn("'" + path + "' holds " + std::to_string(count.toInt()) +
+               " generator states but this process has " + std::to_string(all.size()) +
+               " (other CUDA devices); restoring the CPU generator and the common ones");
         }
         for (int64_t i = 0; i < std::min<int64_t>(count.toInt(), all.size()); ++i) {
           at::Tensor state;
@@ -135,141 +124,21 @@ void require_project_dir(const ProjectConfiguration& project, const char* call) 
   }
 }
 
-}  // namespace
-
-void CheckpointRegistry::add(std::vector<Entry>& list, const void* identity, SaveFunction save,
-                             LoadFunction load) {
-  for (const auto& entry : list) {
-    if (entry.identity == identity) return;  // prepared twice
-  }
-  list.push_back(Entry{identity, std::move(save), std::move(load)});
-}
-
-void CheckpointRegistry::add_data_loader(const std::shared_ptr<detail::ShardEpoch>& position) {
-  loaders_.erase(std::remove_if(loaders_.begin(), loaders_.end(),
-                                [](const auto& loader) { return loader.expired(); }),
-                 loaders_.end());
-  for (const auto& loader : loaders_) {
-    if (loader.lock() == position) return;  // prepared twice
-  }
-  loaders_.push_back(position);
-}
-
-std::vector<std::shared_ptr<detail::ShardEpoch>> CheckpointRegistry::data_loaders() const {
-  std::vector<std::shared_ptr<detail::ShardEpoch>> alive;
-  for (const auto& loader : loaders_) {
-    if (auto position = loader.lock()) alive.push_back(std::move(position));
-  }
-  return alive;
-}
-
-void CheckpointRegistry::add_model(torch::nn::Module& model) {
-  if (std::find(models_.begin(), models_.end(), &model) == models_.end()) models_.push_back(&model);
-}
-
-void CheckpointRegistry::add_optimizer(torch::optim::Optimizer& optimizer) {
-  if (std::find(optimizers_.begin(), optimizers_.end(), &optimizer) == optimizers_.end()) {
-    optimizers_.push_back(&optimizer);
-  }
-}
-
-std::string latest_checkpoint(const std::string& project_dir) {
-  const auto all = numbered_checkpoints(project_dir);
-  return all.empty() ? std::string() : all.back().second.string();
-}
-
-std::string save_training_state(CheckpointContext& context, const std::string& directory) {
-  const PartialState& state = *context.state;
-  ProjectConfiguration& project = *context.project;
-  const CheckpointRegistry& registry = *context.registry;
-  std::string target = directory;
-  const bool automatic = target.empty();
-  if (automatic) {
-    require_project_dir(project, "save_state()");
-    target = (fs::path(project.project_dir()) / "checkpoints" /
-              ("checkpoint_" + std::to_string(project.iteration())))
-                 .string();
-    if (fs::exists(target)) {
-      throw CheckpointError("acc: checkpoint '" + target + "' already exists; set "
-                            "ProjectConfiguration::iteration past it or remove it");
-    }
-  }
-  const bool writer = project.save_on_each_node() ? state.is_local_main_process() : state.is_main_process();
-  std::optional<CheckpointDirectoryWriter> out;
-  if (writer) out.emplace(target, /*create=*/true);
-  state.wait_for_everyone();
-  if (!writer) {
-    out.emplace(target, /*create=*/false);
-    out->release();
-  }
-  std::vector<std::string> written;
-  auto write = [&](const std::string& name, auto&& how) {
-    const auto path = out->file(name);
-    how(path);
-    written.push_back(path);
-  };
-  if (context.fsdp) {  // collective: every rank takes part
-    auto file = [&](const std::string& name) { return written.emplace_back(out->file(name)); };
-    for (size_t i = 0; i < registry.models().size(); ++i) {
-      context.fsdp->save_model(*registry.models()[i], numbered("model", i, ""), writer, file);
-    }
-    for (size_t i = 0; i < registry.optimizers().size(); ++i) {
-      context.fsdp->save_optimizer(*registry.optimizers()[i], numbered("optimizer", i, ""), writer, file);
-    }
-  } else if (writer) {
-    for (size_t i = 0; i < registry.models().size(); ++i) {
-      write(numbered("model", i, ".safetensors"),
-            [&](const std::string& path) { save_model_file(*registry.models()[i], path); });
-    }
-    for (size_t i = 0; i < registry.optimizers().size(); ++i) {
-      const auto tensors = out->file(numbered("optimizer", i, ".safetensors"));
-      const auto rest = out->file(numbered("optimizer", i, ".libtorch.bin"));
-      detail::save_optimizer_state(*registry.optimizers()[i], tensors, rest);
-      written.insert(written.end(), {tensors, rest});
-    }
-  }
-  if (writer) {
-    for (size_t i = 0; i < registry.schedulers().size(); ++i) {
-      write(numbered("scheduler", i, ".bin"),
-            [&](const std::string& path) { save_archive(registry.schedulers()[i].save, path); });
-    }
-    for (size_t i = 0; i < registry.custom().size(); ++i) {
-      write("custom_checkpoint_" + std::to_string(i) + ".bin",
-            [&](const std::string& path) { save_archive(registry.custom()[i].save, path); });
-    }
-  }
-  write(rank_file(state.process_index()), [&](const std::string& path) { save_rank_state(context, path); });
-  if (const auto loaders = registry.data_loaders(); !loaders.empty()) {
-    const auto positions = detail::gather_loader_positions(loaders);
-    for (size_t i = 0; writer && i < loaders.size(); ++i) {
-      write(numbered("sampler", i, ".bin"),
-            [&](const std::string& path) { detail::save_loader_position(positions, i, path); });
-    }
-  }
-  CheckpointDirectoryWriter::sync_files(written);
-  state.wait_for_everyone();
-  if (writer) out->commit();
-  state.wait_for_everyone();
-  if (automatic) {
-    project.iteration(project.iteration() + 1);
-    // Rotation only after the new checkpoint is complete: a crash never leaves fewer.
-    if (writer && project.total_limit() && *project.total_limit() > 0) {
-      auto all = numbered_checkpoints(project.project_dir());
-      const auto limit = static_cast<size_t>(*project.total_limit());
-      for (size_t i = 0; i + limit < all.size(); ++i) {
-        // Marker first: a removal cut short leaves a directory no reader picks.
-        detail::remove_tree((all[i].second / kCheckpointCompleteMarker).string());
-        detail::remove_tree(all[i].second.string());
-      }
-    }
+// The directory save_state writes: the one given, or the next automatic one.
+std::string save_target(const ProjectConfiguration& project, const std::string& directory) {
+  if (!directory.empty()) return directory;
+  require_project_dir(project, "save_state()");
+  const auto target =
+      (fs::path(project.project_dir()) / "checkpoints" / ("checkpoint_" + std::to_string(project.iteration()))).string();
+  if (fs::exists(target)) {
+    throw CheckpointError("acc: checkpoint '" + target + "' already exists; set "
+                          "ProjectConfiguration::iteration past it or remove it");
   }
   return target;
 }
 
-std::string load_training_state(CheckpointContext& context, const std::string& directory) {
-  const PartialState& state = *context.state;
-  ProjectConfiguration& project = *context.project;
-  const CheckpointRegistry& registry = *context.registry;
+// The directory load_state reads: the one given, or the newest complete automatic one.
+std::string load_source(const ProjectConfiguration& project, const std::string& directory) {
   std::string source = directory;
   if (source.empty()) {
     require_project_dir(project, "load_state()");
@@ -285,24 +154,123 @@ std::string load_training_state(CheckpointContext& context, const std::string& d
     throw CheckpointError("acc: '" + source + "' has no " + kCheckpointCompleteMarker +
                           " marker: its save was interrupted or it was not written by save_state");
   }
+  return source;
+}
+
+// Every rank's files of one checkpoint, in the temporary directory until commit(), and the list
+// of what this process wrote (fsynced before the commit).
+class CheckpointFiles {
+ public:
+  CheckpointFiles(const std::string& target, bool writer, const PartialState& state) {
+    // The writer creates the temporary directory; the others write into it after the barrier.
+    if (writer) out_.emplace(target, /*create=*/true);
+    state.wait_for_everyone();
+    if (!writer) {
+      out_.emplace(target, /*create=*/false);
+      out_->release();
+    }
+  }
+  /// The path of `name`, recorded as written.
+  std::string file(const std::string& name) { return written_.emplace_back(out_->file(name)); }
+  template <typename How>
+  void write(const std::string& name, How&& how) {
+    how(file(name));
+  }
+  /// fsync of this process's files, a barrier, then the writer's commit (marker, rename).
+  void commit(bool writer, const PartialState& state) {
+    CheckpointDirectoryWriter::sync_files(written_);
+    state.wait_for_everyone();
+    if (writer) out_->commit();
+    state.wait_for_everyone();
+  }
+
+ private:
+  std::optional<CheckpointDirectoryWriter> out_;
+  std::vector<std::string> written_;
+};
+
+void save_objects(const CheckpointContext& context, bool writer, CheckpointFiles& files) {
+  const CheckpointRegistry& registry = *context.registry;
+  auto file = [&files](const std::string& name) { return files.file(name); };
+  for (size_t i = 0; i < registry.models().size(); ++i) {
+    context.layout->save_model(*registry.models()[i], numbered("model", i, ""), writer, file);
+  }
+  for (size_t i = 0; i < registry.optimizers().size(); ++i) {
+    context.layout->save_optimizer(*registry.optimizers()[i], numbered("optimizer", i, ""), writer, file);
+  }
+  if (writer) {
+    for (size_t i = 0; i < registry.schedulers().size(); ++i) {
+      files.write(numbered("scheduler", i, ".bin"),
+                  [&](const std::string& path) { save_archive(registry.schedulers()[i].save, path); });
+    }
+    for (size_t i = 0; i < registry.custom().size(); ++i) {
+      files.write("custom_checkpoint_" + std::to_string(i) + ".bin",
+                  [&](const std::string& path) { save_archive(registry.custom()[i].save, path); });
+    }
+  }
+  files.write(rank_file(context.state->process_index()),
+              [&](const std::string& path) { save_rank_state(context, path); });
+  if (const auto loaders = registry.data_loaders(); !loaders.empty()) {
+    const auto positions = gather_loader_positions(loaders);  // collective
+    for (size_t i = 0; writer && i < loaders.size(); ++i) {
+      files.write(numbered("sampler", i, ".bin"),
+                  [&](const std::string& path) { save_loader_position(positions, i, path); });
+    }
+  }
+}
+
+// Rotation only after the new checkpoint is complete: a crash never leaves fewer.
+void remove_old_checkpoints(const ProjectConfiguration& project) {
+  if (!project.total_limit() || *project.total_limit() <= 0) return;
+  auto all = numbered_checkpoints(project.project_dir());
+  const auto limit = static_cast<size_t>(*project.total_limit());
+  for (size_t i = 0; i + limit < all.size(); ++i) {
+    // Marker first: a removal cut short leaves a directory no reader picks.
+    remove_tree((all[i].second / kCheckpointCompleteMarker).string());
+    remove_tree(all[i].second.string());
+  }
+}
+
+}  // namespace
+
+std::string numbered(const std::string& stem, size_t index, const std::string& extension) {
+  return index == 0 ? stem + extension : stem + "_" + std::to_string(index) + extension;
+}
+
+void require_checkpoint_file(const std::string& path) {
+  if (!fs::exists(path)) {
+    throw CheckpointError("acc: the checkpoint has no '" + path +
+                          "'; it was saved with other prepared or registered objects (or another "
+                          "number of processes) than this program has");
+  }
+}
+
+std::string save_training_state(CheckpointContext& context, const std::string& directory) {
+  const PartialState& state = *context.state;
+  ProjectConfiguration& project = *context.project;
+  const std::string target = save_target(project, directory);
+  const bool writer = project.save_on_each_node() ? state.is_local_main_process() : state.is_main_process();
+  CheckpointFiles files(target, writer, state);
+  save_objects(context, writer, files);
+  files.commit(writer, state);
+  if (directory.empty()) {
+    project.iteration(project.iteration() + 1);
+    if (writer) remove_old_checkpoints(project);
+  }
+  return target;
+}
+
+std::string load_training_state(CheckpointContext& context, const std::string& directory) {
+  const PartialState& state = *context.state;
+  ProjectConfiguration& project = *context.project;
+  const CheckpointRegistry& registry = *context.registry;
+  const std::string source = load_source(project, directory);
   const fs::path dir(source);
-  for (size_t i = 0; context.fsdp && i < registry.models().size(); ++i) {
-    context.fsdp->load_model(*registry.models()[i], source, numbered("model", i, ""));
+  for (size_t i = 0; i < registry.models().size(); ++i) {
+    context.layout->load_model(*registry.models()[i], source, numbered("model", i, ""));
   }
-  for (size_t i = 0; context.fsdp && i < registry.optimizers().size(); ++i) {
-    context.fsdp->load_optimizer(*registry.optimizers()[i], source, numbered("optimizer", i, ""), context.device);
-  }
-  for (size_t i = 0; !context.fsdp && i < registry.models().size(); ++i) {
-    const auto path = (dir / numbered("model", i, ".safetensors")).string();
-    require_file(path);
-    load_checkpoint_in_model(*registry.models()[i], path, /*strict=*/true);
-  }
-  for (size_t i = 0; !context.fsdp && i < registry.optimizers().size(); ++i) {
-    const auto tensors = (dir / numbered("optimizer", i, ".safetensors")).string();
-    const auto rest = (dir / numbered("optimizer", i, ".libtorch.bin")).string();
-    require_file(tensors);
-    require_file(rest);
-    detail::load_optimizer_state(*registry.optimizers()[i], tensors, rest, context.device);
+  for (size_t i = 0; i < registry.optimizers().size(); ++i) {
+    context.layout->load_optimizer(*registry.optimizers()[i], source, numbered("optimizer", i, ""), context.device);
   }
   for (size_t i = 0; i < registry.schedulers().size(); ++i) {
     load_archive(registry.schedulers()[i].load, (dir / numbered("scheduler", i, ".bin")).string(), context.device);
@@ -313,13 +281,22 @@ std::string load_training_state(CheckpointContext& context, const std::string& d
   }
   const auto loaders = registry.data_loaders();
   for (size_t i = 0; i < loaders.size(); ++i) {
-    detail::load_loader_position(*loaders[i], (dir / numbered("sampler", i, ".bin")).string(),
-                                 state.process_index(), state.num_processes());
+    load_loader_position(*loaders[i], (dir / numbered("sampler", i, ".bin")).string(), state.process_index(),
+                         state.num_processes());
   }
   load_rank_state(context, (dir / rank_file(state.process_index())).string());
   const auto number = checkpoint_number(dir.filename().string());
   if (project.automatic_checkpoint_naming() && number) project.iteration(*number + 1);
   return source;
+}
+
+}  // namespace acc::detail
+
+namespace acc {
+
+std::string latest_checkpoint(const std::string& project_dir) {
+  const auto all = detail::numbered_checkpoints(project_dir);
+  return all.empty() ? std::string() : all.back().second.string();
 }
 
 }  // namespace acc

@@ -9,13 +9,15 @@
 #include <algorithm>
 #include <sstream>
 
+#include "checkpoint/state_dict_layout.h"
+#include "checkpoint/training_state.h"
+#include "comm/process_group.h"
+#include "ddp/model_sync.h"
+#include "ddp/reducer.h"
 #include "fsdp/sharded_engine.h"
 #include "fsdp/sharded_grad_clip.h"
 #include "fsdp/sharded_state_dict.h"
 #include "optim/gradient_state.h"
-#include "ddp/model_sync.h"
-#include "comm/process_group.h"
-#include "ddp/reducer.h"
 #include "tracking/tracker_set.h"
 
 namespace acc {
@@ -135,23 +137,33 @@ void Accelerator::unscale_gradients() {
 // Accelerate's `step` (where the accumulation cycle stands) is saved per rank, so that a resumed
 // run synchronises on the same batches as an uninterrupted one.
 std::string Accelerator::save_state(const std::string& output_dir) {
-  auto layout = fsdp_state_dicts();
-  CheckpointContext context{&checkpoints_, &project_, &state_, device(), {{"step", gradient_state_->step}}, layout.get()};
-  return save_training_state(context, output_dir);
+  detail::CheckpointContext context{&checkpoints_, &project_, &state_, &state_dict_layout(), device(),
+                                    {{"step", gradient_state_->step}}};
+  return detail::save_training_state(context, output_dir);
 }
 
 std::string Accelerator::load_state(const std::string& input_dir) {
-  auto layout = fsdp_state_dicts();
-  CheckpointContext context{&checkpoints_, &project_, &state_, device(), {{"step", gradient_state_->step}}, layout.get()};
-  auto directory = load_training_state(context, input_dir);
+  detail::CheckpointContext context{&checkpoints_, &project_, &state_, &state_dict_layout(), device(),
+                                    {{"step", gradient_state_->step}}};
+  auto directory = detail::load_training_state(context, input_dir);
   gradient_state_->step = context.counters[0].second;
   return directory;
 }
 
+void Accelerator::save_model_weights(const torch::nn::Module& model, const std::string& directory,
+                                     const std::string& max_shard_size, bool safe_serialization) {
+  state_dict_layout().save_weights(model, directory, max_shard_size, safe_serialization, is_main_process());
+  wait_for_everyone();
+}
+
 // Under FSDP, whatever the number of processes, checkpoints follow fsdp_state_dict_type.
-std::unique_ptr<detail::FsdpStateDicts> Accelerator::fsdp_state_dicts() {
-  if (!resolved_.use_fsdp) return nullptr;
-  return std::make_unique<detail::FsdpStateDicts>(resolved_.fsdp.state_dict_type, fsdp_.get());
+detail::StateDictLayout& Accelerator::state_dict_layout() {
+  if (!state_dict_layout_) {
+    state_dict_layout_ = resolved_.use_fsdp
+                             ? detail::make_sharded_state_dict_layout(resolved_.fsdp.state_dict_type, fsdp_.get())
+                             : detail::make_plain_state_dict_layout();
+  }
+  return *state_dict_layout_;
 }
 
 bool Accelerator::sync_gradients() const { return gradient_state_->sync_gradients; }
@@ -302,6 +314,7 @@ void Accelerator::end_training() {
   trackers_->finish();
   state_.wait_for_everyone();
   models_.clear();  // reducers hold the process group
+  state_dict_layout_.reset();  // it points into the FSDP engine
   fsdp_.reset();
   autocast_session_.reset();
   gradient_state_->autocast_active = false;

@@ -1,7 +1,7 @@
 // The non-template parts of the prepared data loader: its place on the GradientState's stack of
 // active loaders, the seed all ranks shuffle with, and the check that ranks agree on the order.
 #include <acc/accelerator.h>
-#include <acc/data_loader_state.h>
+#include <acc/detail/data_loader_state.h>
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/tensor.h>

@@ -2,9 +2,9 @@
 
 #include <acc/errors.h>
 
+#include "comm/process_group.h"
 #include "fsdp/sharded_optimizer.h"
 #include "fsdp/sharded_reducer.h"
-#include "comm/process_group.h"
 
 namespace acc::detail {
 

@@ -13,14 +13,15 @@
 #include <typeinfo>
 
 #include <acc/checkpoint_model.h>
+#include <acc/errors.h>
 
 #include "checkpoint/optimizer_files.h"
 #include "checkpoint/shard_files.h"
+#include "comm/process_group.h"
 #include "fsdp/sharded_engine.h"
 #include "fsdp/sharded_optimizer.h"
 #include "fsdp/sharded_reducer.h"
 #include "optim/optimizer_state_fields.h"
-#include "comm/process_group.h"
 
 namespace fs = std::filesystem;
 
@@ -157,27 +158,152 @@ bool has_shards(const std::string& directory, const std::string& stem) {
   return false;
 }
 
-}  // namespace
 
-FsdpStateDicts::FsdpStateDicts(StateDictType type, ShardedEngine* engine) : type_(type), engine_(engine) {
-  if (type == StateDictType::LOCAL_STATE_DICT) {
-    throw ConfigError("acc: FSDP LOCAL_STATE_DICT is not supported (torch deprecates it); set "
-                      "FSDP_STATE_DICT_TYPE to FULL_STATE_DICT or SHARDED_STATE_DICT");
+// An optimizer's state as the shard group sees it while it is saved or loaded: its slots (one per
+// parameter, numbered across groups), the tensor fields its type keeps, and (when saving) the
+// summary all ranks agreed on.
+struct OptimizerStateView {
+  OptimizerStateView(torch::optim::Optimizer& optimizer, const OptimizerLayout* sharded)
+      : optimizer(optimizer),
+        layout(sharded ? *sharded : unsharded_layout(optimizer)),
+        slots(slots_of(layout)),
+        fields(tensor_field_names(optimizer)) {}
+
+  /// This rank's tensor of `field` for `slot`; undefined where it holds none.
+  at::Tensor local_field(const OptimizerSlot& slot, const std::string& field) const {
+    if (!slot.local.defined()) return {};
+    auto found = optimizer.state().find(slot.local.unsafeGetTensorImpl());
+    if (found == optimizer.state().end()) return {};
+    auto* tensor = field_slot(*found->second, field);
+    return tensor ? *tensor : at::Tensor();
   }
-  if (engine != nullptr) {
-    shard_ = engine->shard_group().rank();
-    shards_ = engine->shard_group().size();
-    writes_shards_ = engine->replica_group() == nullptr || engine->replica_group()->rank() == 0;
+
+  torch::optim::Optimizer& optimizer;
+  const OptimizerLayout layout;
+  const std::vector<const OptimizerSlot*> slots;
+  const std::vector<std::string> fields;
+};
+
+// Every tensor of the checkpoint must have a place, whichever rank fills it.
+void check_state_names(const OptimizerStateView& view, const ShardedTensors& source) {
+  for (const auto& name : source.names()) {
+    bool known = false;
+    for (size_t p = 0; p < view.slots.size() && !known; ++p) {
+      for (const auto& field : view.fields) {
+        if (name != state_name(p, field)) continue;
+        known = true;
+        if (source.shape(name) != view.slots[p]->full.sizes().vec()) {
+          throw CheckpointError("acc: " + source.description() + ": '" + name + "' has shape " +
+                                shape_text(source.shape(name)) + " but parameter " + std::to_string(p) + " has " +
+                                shape_text(view.slots[p]->full.sizes().vec()) +
+                                "; resume with the model and optimizer that saved it");
+        }
+      }
+    }
+    if (!known) {
+      throw CheckpointError("acc: " + source.description() + " holds optimizer state '" + name +
+                            "' that this optimizer has no place for: it was saved from another optimizer type "
+                            "or other parameters; resume with the optimizer and model that saved it");
+    }
   }
 }
 
-void FsdpStateDicts::save_model(torch::nn::Module& model, const std::string& stem, bool writer, const FileFor& file) {
+// libtorch's archive of the rest (step counts, options) read as the unsharded optimizer would:
+// states keyed by whole parameters.
+StateMap load_whole_states(const OptimizerStateView& view, const std::string& archive_path, c10::Device device) {
+  WholeParameterView whole(view.optimizer, view.layout, StateMap());
+  torch::serialize::InputArchive archive;
+  archive.load_from(archive_path, device);
+  try {
+    view.optimizer.load(archive);
+  } catch (const c10::Error& error) {
+    throw CheckpointError("acc: cannot load '" + archive_path + "' into this optimizer (" +
+                          error.what_without_backtrace() +
+                          "): it was saved from another optimizer type or other parameters; resume with the "
+                          "optimizer and model that saved it");
+  }
+  return whole.take_state();
+}
+
+// This rank's states: each whole state cloned onto its local piece, with the piece's element
+// range of every tensor field read from the checkpoint.
+StateMap local_states(const OptimizerStateView& view, const ShardedTensors& source, const StateMap& whole_states) {
+  StateMap states;
+  for (size_t p = 0; p < view.slots.size(); ++p) {
+    const auto& slot = *view.slots[p];
+    if (!slot.local.defined()) continue;
+    auto found = whole_states.find(slot.full.unsafeGetTensorImpl());
+    if (found == whole_states.end()) continue;
+    auto state = found->second->clone();
+    for (const auto& field : view.fields) {
+      auto* tensor = field_slot(*state, field);
+      const auto name = state_name(p, field);
+      if (!source.contains(name)) continue;
+      auto destination = at::empty(slot.local.sizes(), slot.local.options().dtype(source.dtype(name)));
+      source.read(name, slot.begin, slot.end, destination.view({-1}));
+      *tensor = std::move(destination);
+    }
+    states[slot.local.unsafeGetTensorImpl()] = std::move(state);
+  }
+  return states;
+}
+
+class ShardedStateDictLayout : public StateDictLayout {
+ public:
+  ShardedStateDictLayout(StateDictType type, ShardedEngine* engine) : type_(type), engine_(engine) {
+    if (type == StateDictType::LOCAL_STATE_DICT) {
+      throw ConfigError("acc: FSDP LOCAL_STATE_DICT is not supported (torch deprecates it); set "
+                        "FSDP_STATE_DICT_TYPE to FULL_STATE_DICT or SHARDED_STATE_DICT");
+    }
+    if (engine != nullptr) {
+      shard_ = engine->shard_group().rank();
+      shards_ = engine->shard_group().size();
+      writes_shards_ = engine->replica_group() == nullptr || engine->replica_group()->rank() == 0;
+    }
+  }
+
+  void save_model(torch::nn::Module& model, const std::string& stem, bool writer, const FileFor& file) override;
+  void save_optimizer(torch::optim::Optimizer& optimizer, const std::string& stem, bool writer,
+                      const FileFor& file) override;
+  void load_model(torch::nn::Module& model, const std::string& directory, const std::string& stem) override;
+  void load_optimizer(torch::optim::Optimizer& optimizer, const std::string& directory, const std::string& stem,
+                      c10::Device device) override;
+
+  void save_weights(const torch::nn::Module& model, const std::string& directory, const std::string& max_shard_size,
+                    bool safe_serialization, bool writer) override {
+    // The parameters are whole on every rank between steps (SHARD_GRAD_OP).
+    if (writer) acc::save_model(model, directory, max_shard_size, safe_serialization);
+  }
+
+ private:
+  bool sharded_files() const { return type_ == StateDictType::SHARDED_STATE_DICT; }
+  /// Whether this rank writes its shard files (SHARDED_STATE_DICT).
+  bool writes_shards(bool writer) const { return engine_ ? writes_shards_ : writer; }
+  ProcessGroup* shard_group() const { return engine_ ? &engine_->shard_group() : nullptr; }
+  void load_sharded_model(torch::nn::Module& model, const std::string& directory, const std::string& stem);
+  void save_optimizer_shards(const OptimizerStateView& view, const at::Tensor& summary, const std::string& stem,
+                             bool writer, const FileFor& file);
+  void save_full_optimizer(const OptimizerStateView& view, const at::Tensor& summary, const std::string& stem,
+                           bool writer, const FileFor& file);
+  void gather_unit_fields(const OptimizerStateView& view, const at::Tensor& summary, ShardedReducer& reducer,
+                          const std::map<std::pair<const ShardedReducer*, size_t>, size_t>& slot_of, bool writer,
+                          StateMap& states);
+
+  StateDictType type_;
+  ShardedEngine* engine_;
+  int shard_ = 0;
+  int shards_ = 1;
+  bool writes_shards_ = true;  // false on the other machines' replicas (HYBRID_SHARD_ZERO2)
+};
+
+void ShardedStateDictLayout::save_model(torch::nn::Module& model, const std::string& stem, bool writer,
+                                        const FileFor& file) {
   if (!sharded_files()) {
     // The parameters are whole on every rank between steps (SHARD_GRAD_OP).
     if (writer) save_model_file(model, file(stem + ".safetensors"));
     return;
   }
-  if (!(engine_ ? writes_shards_ : writer)) return;
+  if (!writes_shards(writer)) return;
   ShardedReducer* reducer = engine_ ? engine_->reducer_of(model) : nullptr;
   std::vector<TensorSlice> slices;
   auto add = [&](const std::string& name, const at::Tensor& tensor) {
@@ -197,8 +323,11 @@ void FsdpStateDicts::save_model(torch::nn::Module& model, const std::string& ste
   save_shard(slices, shard_, shards_, file(shard_file_name(stem, shard_, shards_)));
 }
 
-void FsdpStateDicts::load_model(torch::nn::Module& model, const std::string& directory, const std::string& stem) {
-  if (!sharded_files()) {
+void ShardedStateDictLayout::load_model(torch::nn::Module& model, const std::string& directory,
+                                        const std::string& stem) {
+  if (sharded_files()) {
+    load_sharded_model(model, directory, stem);
+  } else {
     const auto path = (fs::path(directory) / (stem + ".safetensors")).string();
     if (!fs::exists(path)) {
       throw CheckpointError("acc: the checkpoint has no '" + path + "'" +
@@ -208,9 +337,12 @@ void FsdpStateDicts::load_model(torch::nn::Module& model, const std::string& dir
                                  : ": it was saved with other prepared objects than this program has"));
     }
     load_checkpoint_in_model(model, path, /*strict=*/true);
-    if (auto* reducer = engine_ ? engine_->reducer_of(model) : nullptr) reducer->parameters_changed();
-    return;
   }
+  if (auto* reducer = engine_ ? engine_->reducer_of(model) : nullptr) reducer->parameters_changed();
+}
+
+void ShardedStateDictLayout::load_sharded_model(torch::nn::Module& model, const std::string& directory,
+                                                const std::string& stem) {
   const auto shards = ShardedTensors::open_shards(directory, stem);
   std::vector<std::pair<std::string, at::Tensor>> targets;
   for (const auto& item : model.named_parameters()) targets.emplace_back(item.key(), item.value());
@@ -242,65 +374,65 @@ void FsdpStateDicts::load_model(torch::nn::Module& model, const std::string& dir
     throw CheckpointError("acc: " + shards.description() + " does not match the model:" + text +
                           "\nload it into the model that saved it");
   }
-  if (auto* reducer = engine_ ? engine_->reducer_of(model) : nullptr) reducer->parameters_changed();
 }
 
-void FsdpStateDicts::save_optimizer(torch::optim::Optimizer& optimizer, const std::string& stem, bool writer,
-                                    const FileFor& file) {
+void ShardedStateDictLayout::save_optimizer(torch::optim::Optimizer& optimizer, const std::string& stem,
+                                            bool writer, const FileFor& file) {
   const OptimizerLayout* sharded = engine_ ? engine_->layout_of(optimizer) : nullptr;
   if (!sharded && !sharded_files()) {  // nothing to gather: DDP's files, for any optimizer
     if (writer) save_optimizer_state(optimizer, file(stem + ".safetensors"), file(stem + ".libtorch.bin"));
     return;
   }
-  const OptimizerLayout layout = sharded ? *sharded : unsharded_layout(optimizer);
-  const auto slots = slots_of(layout);
-  const auto fields = tensor_field_names(optimizer);
-  ProcessGroup* group = engine_ ? &engine_->shard_group() : nullptr;
-  const auto summary = state_summary(optimizer, slots, fields, group);
-  auto cells = summary.accessor<int64_t, 2>();
-  auto local_field = [&](const OptimizerSlot& slot, const std::string& field) -> at::Tensor {
-    if (!slot.local.defined()) return {};
-    auto found = optimizer.state().find(slot.local.unsafeGetTensorImpl());
-    if (found == optimizer.state().end()) return {};
-    auto* tensor = field_slot(*found->second, field);
-    return tensor ? *tensor : at::Tensor();
-  };
-
+  const OptimizerStateView view(optimizer, sharded);
+  const auto summary = state_summary(optimizer, view.slots, view.fields, shard_group());
   if (sharded_files()) {
-    if (engine_ ? writes_shards_ : writer) {
-      std::vector<TensorSlice> slices;
-      for (size_t p = 0; p < slots.size(); ++p) {
-        const auto& slot = *slots[p];
-        if (slot.reducer == nullptr && shard_ != 0) continue;  // whole: the first shard has it
-        for (const auto& field : fields) {
-          const auto tensor = local_field(slot, field);
-          if (tensor.defined() && slot.begin < slot.end) {
-            slices.push_back({state_name(p, field), tensor, slot.begin, slot.end, slot.full.sizes().vec()});
-          }
+    save_optimizer_shards(view, summary, stem, writer, file);
+  } else {
+    save_full_optimizer(view, summary, stem, writer, file);
+  }
+}
+
+// SHARDED_STATE_DICT: this rank's slices of every state tensor, and from the writer libtorch's
+// archive of the rest (step counts, options) as the unsharded optimizer would write it.
+void ShardedStateDictLayout::save_optimizer_shards(const OptimizerStateView& view, const at::Tensor& summary,
+                                                   const std::string& stem, bool writer, const FileFor& file) {
+  if (writes_shards(writer)) {
+    std::vector<TensorSlice> slices;
+    for (size_t p = 0; p < view.slots.size(); ++p) {
+      const auto& slot = *view.slots[p];
+      if (slot.reducer == nullptr && shard_ != 0) continue;  // whole: the first shard has it
+      for (const auto& field : view.fields) {
+        const auto tensor = view.local_field(slot, field);
+        if (tensor.defined() && slot.begin < slot.end) {
+          slices.push_back({state_name(p, field), tensor, slot.begin, slot.end, slot.full.sizes().vec()});
         }
       }
-      save_shard(slices, shard_, shards_, file(shard_file_name(stem, shard_, shards_)));
     }
-    if (writer) {
-      WholeParameterView view(optimizer, layout, scalar_states(optimizer, slots, summary));
-      torch::serialize::OutputArchive archive;
-      optimizer.save(archive);
-      archive.save_to(file(stem + ".libtorch.bin"));
-    }
-    return;
+    save_shard(slices, shard_, shards_, file(shard_file_name(stem, shard_, shards_)));
   }
+  if (writer) {
+    WholeParameterView whole(view.optimizer, view.layout, scalar_states(view.optimizer, view.slots, summary));
+    torch::serialize::OutputArchive archive;
+    view.optimizer.save(archive);
+    archive.save_to(file(stem + ".libtorch.bin"));
+  }
+}
 
-  // FULL_STATE_DICT: whole state tensors, each unit's gathered one field at a time.
-  auto states = scalar_states(optimizer, slots, summary);
+// FULL_STATE_DICT: whole state tensors, each unit's gathered one field at a time, written by the
+// writer in DDP's files.
+void ShardedStateDictLayout::save_full_optimizer(const OptimizerStateView& view, const at::Tensor& summary,
+                                                 const std::string& stem, bool writer, const FileFor& file) {
+  auto states = scalar_states(view.optimizer, view.slots, summary);
+  auto cells = summary.accessor<int64_t, 2>();
   std::map<std::pair<const ShardedReducer*, size_t>, size_t> slot_of;
   std::vector<ShardedReducer*> reducers;
-  for (size_t p = 0; p < slots.size(); ++p) {
-    const auto& slot = *slots[p];
+  for (size_t p = 0; p < view.slots.size(); ++p) {
+    const auto& slot = *view.slots[p];
     if (slot.reducer == nullptr) {
-      for (size_t f = 0; f < fields.size(); ++f) {
+      for (size_t f = 0; f < view.fields.size(); ++f) {
         if (!cells[p][1 + f] || !writer) continue;
         // Not sharded (frozen): every rank holds it whole.
-        *field_slot(*states.at(slot.full.unsafeGetTensorImpl()), fields[f]) = local_field(slot, fields[f]);
+        *field_slot(*states.at(slot.full.unsafeGetTensorImpl()), view.fields[f]) = view.local_field(slot, view.fields[f]);
       }
       continue;
     }
@@ -308,48 +440,55 @@ void FsdpStateDicts::save_optimizer(torch::optim::Optimizer& optimizer, const st
     if (std::find(reducers.begin(), reducers.end(), slot.reducer) == reducers.end()) reducers.push_back(slot.reducer);
   }
   c10::NoGradGuard no_grad;
-  for (auto* reducer : reducers) {
-    const auto& units = reducer->units();
-    for (size_t u = 0; u < units.size(); ++u) {
-      const auto& unit = units[u];
-      for (size_t f = 0; f < fields.size(); ++f) {
-        std::vector<std::pair<size_t, size_t>> members;  // (slot, member position in the unit)
-        for (size_t j = 0; j < unit.members.size(); ++j) {
-          auto found = slot_of.find({reducer, unit.members[j]});
-          if (found != slot_of.end() && cells[found->second][1 + f]) members.emplace_back(found->second, j);
-        }
-        if (members.empty()) continue;  // the same on every rank: the summary is shared
-        // The field laid out as the unit's flat buffer: this rank fills its shard, the all-gather
-        // the rest.
-        auto flat = at::zeros({unit.flat.numel()}, unit.flat.options());
-        for (const auto& [p, j] : members) {
-          const auto& slot = *slots[p];
-          const auto tensor = local_field(slot, fields[f]);
-          if (!tensor.defined() || slot.begin == slot.end) continue;
-          flat.narrow(0, unit.offsets[j] + slot.begin, slot.end - slot.begin).copy_(tensor.reshape({-1}));
-        }
-        group->wait(group->all_gather_flat(flat),
-                    "FSDP FULL_STATE_DICT gather of optimizer state '" + fields[f] + "' (unit " +
-                        std::to_string(u + 1) + ")",
-                    group->timeout_for(flat));
-        if (!writer) continue;
-        // Offloaded as Accelerate's FullStateDictConfig(offload_to_cpu=True, rank0_only=True).
-        const auto whole = flat.to(at::kCPU);
-        for (const auto& [p, j] : members) {
-          const auto& full = slots[p]->full;
-          *field_slot(*states.at(full.unsafeGetTensorImpl()), fields[f]) =
-              whole.narrow(0, unit.offsets[j], full.numel()).view(full.sizes());
-        }
+  for (auto* reducer : reducers) gather_unit_fields(view, summary, *reducer, slot_of, writer, states);
+  if (!writer) return;
+  WholeParameterView whole(view.optimizer, view.layout, std::move(states));
+  save_optimizer_state(view.optimizer, file(stem + ".safetensors"), file(stem + ".libtorch.bin"));
+}
+
+// Each of the reducer's units, one field at a time: laid out as the unit's flat buffer, this rank
+// fills its shard and the all-gather the rest; the writer keeps the whole tensors in `states`.
+void ShardedStateDictLayout::gather_unit_fields(const OptimizerStateView& view, const at::Tensor& summary,
+                                                ShardedReducer& reducer,
+                                                const std::map<std::pair<const ShardedReducer*, size_t>, size_t>& slot_of,
+                                                bool writer, StateMap& states) {
+  auto cells = summary.accessor<int64_t, 2>();
+  ProcessGroup* group = shard_group();
+  const auto& units = reducer.units();
+  for (size_t u = 0; u < units.size(); ++u) {
+    const auto& unit = units[u];
+    for (size_t f = 0; f < view.fields.size(); ++f) {
+      const auto& field = view.fields[f];
+      std::vector<std::pair<size_t, size_t>> members;  // (slot, member position in the unit)
+      for (size_t j = 0; j < unit.members.size(); ++j) {
+        auto found = slot_of.find({&reducer, unit.members[j]});
+        if (found != slot_of.end() && cells[found->second][1 + f]) members.emplace_back(found->second, j);
+      }
+      if (members.empty()) continue;  // the same on every rank: the summary is shared
+      auto flat = at::zeros({unit.flat.numel()}, unit.flat.options());
+      for (const auto& [p, j] : members) {
+        const auto& slot = *view.slots[p];
+        const auto tensor = view.local_field(slot, field);
+        if (!tensor.defined() || slot.begin == slot.end) continue;
+        flat.narrow(0, unit.offsets[j] + slot.begin, slot.end - slot.begin).copy_(tensor.reshape({-1}));
+      }
+      group->wait(group->all_gather_flat(flat),
+                  "FSDP FULL_STATE_DICT gather of optimizer state '" + field + "' (unit " + std::to_string(u + 1) + ")",
+                  group->timeout_for(flat));
+      if (!writer) continue;
+      // Offloaded as Accelerate's FullStateDictConfig(offload_to_cpu=True, rank0_only=True).
+      const auto whole = flat.to(at::kCPU);
+      for (const auto& [p, j] : members) {
+        const auto& full = view.slots[p]->full;
+        *field_slot(*states.at(full.unsafeGetTensorImpl()), field) =
+            whole.narrow(0, unit.offsets[j], full.numel()).view(full.sizes());
       }
     }
   }
-  if (!writer) return;
-  WholeParameterView view(optimizer, layout, std::move(states));
-  save_optimizer_state(optimizer, file(stem + ".safetensors"), file(stem + ".libtorch.bin"));
 }
 
-void FsdpStateDicts::load_optimizer(torch::optim::Optimizer& optimizer, const std::string& directory,
-                                    const std::string& stem, c10::Device device) {
+void ShardedStateDictLayout::load_optimizer(torch::optim::Optimizer& optimizer, const std::string& directory,
+                                            const std::string& stem, c10::Device device) {
   const OptimizerLayout* sharded = engine_ ? engine_->layout_of(optimizer) : nullptr;
   const auto archive_path = (fs::path(directory) / (stem + ".libtorch.bin")).string();
   const auto whole_path = (fs::path(directory) / (stem + ".safetensors")).string();
@@ -367,69 +506,21 @@ void FsdpStateDicts::load_optimizer(torch::optim::Optimizer& optimizer, const st
       return;
     }
   }
-  const OptimizerLayout layout = sharded ? *sharded : unsharded_layout(optimizer);
-  const auto slots = slots_of(layout);
-  const auto fields = tensor_field_names(optimizer);
+  const OptimizerStateView view(optimizer, sharded);
   const auto source = sharded_files() ? ShardedTensors::open_shards(directory, stem) : ShardedTensors::open_whole(whole_path);
   if (!fs::exists(archive_path)) {
     throw CheckpointError("acc: the checkpoint has no '" + archive_path +
                           "'; it was saved with other prepared objects than this program has");
   }
-  // Every tensor must have a place, whichever rank fills it.
-  for (const auto& name : source.names()) {
-    bool known = false;
-    for (size_t p = 0; p < slots.size() && !known; ++p) {
-      for (const auto& field : fields) {
-        if (name == state_name(p, field)) {
-          known = true;
-          if (source.shape(name) != slots[p]->full.sizes().vec()) {
-            throw CheckpointError("acc: " + source.description() + ": '" + name + "' has shape " +
-                                  shape_text(source.shape(name)) + " but parameter " + std::to_string(p) +
-                                  " has " + shape_text(slots[p]->full.sizes().vec()) +
-                                  "; resume with the model and optimizer that saved it");
-          }
-        }
-      }
-    }
-    if (!known) {
-      throw CheckpointError("acc: " + source.description() + " holds optimizer state '" + name +
-                            "' that this optimizer has no place for: it was saved from another optimizer type "
-                            "or other parameters; resume with the optimizer and model that saved it");
-    }
-  }
-  StateMap whole_states;
-  {
-    WholeParameterView view(optimizer, layout, StateMap());
-    torch::serialize::InputArchive archive;
-    archive.load_from(archive_path, device);
-    try {
-      optimizer.load(archive);
-    } catch (const c10::Error& error) {
-      throw CheckpointError("acc: cannot load '" + archive_path + "' into this optimizer (" +
-                            error.what_without_backtrace() +
-                            "): it was saved from another optimizer type or other parameters; resume with the "
-                            "optimizer and model that saved it");
-    }
-    whole_states = view.take_state();
-  }
-  StateMap states;
-  for (size_t p = 0; p < slots.size(); ++p) {
-    const auto& slot = *slots[p];
-    if (!slot.local.defined()) continue;
-    auto found = whole_states.find(slot.full.unsafeGetTensorImpl());
-    if (found == whole_states.end()) continue;
-    auto state = found->second->clone();
-    for (const auto& field : fields) {
-      auto* tensor = field_slot(*state, field);
-      const auto name = state_name(p, field);
-      if (!source.contains(name)) continue;
-      auto destination = at::empty(slot.local.sizes(), slot.local.options().dtype(source.dtype(name)));
-      source.read(name, slot.begin, slot.end, destination.view({-1}));
-      *tensor = std::move(destination);
-    }
-    states[slot.local.unsafeGetTensorImpl()] = std::move(state);
-  }
-  optimizer.state() = std::move(states);
+  check_state_names(view, source);
+  const StateMap whole_states = load_whole_states(view, archive_path, device);
+  optimizer.state() = local_states(view, source, whole_states);
+}
+
+}  // namespace
+
+std::unique_ptr<StateDictLayout> make_sharded_state_dict_layout(StateDictType type, ShardedEngine* engine) {
+  return std::make_unique<ShardedStateDictLayout>(type, engine);
 }
 
 }  // namespace acc::detail

@@ -5,7 +5,7 @@
 #include <memory>
 #include <vector>
 
-#include <acc/data_loader_state.h>
+#include <acc/detail/data_loader_state.h>
 #include <acc/grad_scaler.h>
 #include <acc/optimizer.h>
 #include <acc/scheduler.h>

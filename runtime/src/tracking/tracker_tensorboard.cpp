@@ -5,8 +5,8 @@
 
 #include <acc/tracking.h>
 
-#include "tracking/tensorboard_events.h"
 #include "tracking/log_file.h"
+#include "tracking/tensorboard_events.h"
 #include "tracking/value_format.h"
 
 namespace acc {

@@ -6,10 +6,9 @@
 #include <string>
 #include <vector>
 
-namespace acc {
+#include <acc/checkpointing.h>
 
-/// Present in every committed checkpoint directory; readers skip directories without it.
-inline constexpr const char* kCheckpointCompleteMarker = "acc_checkpoint_complete";
+namespace acc::detail {
 
 class CheckpointDirectoryWriter {
  public:
@@ -43,10 +42,7 @@ class CheckpointDirectoryWriter {
   bool committed_ = false;
 };
 
-/// True when `directory` holds the completion marker.
-bool is_complete_checkpoint(const std::string& directory);
-
 /// The temporary sibling that CheckpointDirectoryWriter uses for `final_path`.
 std::string checkpoint_temporary_path(const std::string& final_path);
 
-}  // namespace acc
+}  // namespace acc::detail
