@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""The include structure of the source tree, as docs/architecture.md describes it.
+
+- The wings never include each other: runtime/, launcher/ and rewriter/ share only the
+  environment contract (contract/acc/environment.h).
+- runtime/src is grouped by concern; the folders include each other without cycles.
+- The state-dict seam: checkpoint/ includes no strategy (ddp/, fsdp/), and a strategy sees only
+  the seam's headers of checkpoint/ (checkpoint/SEAM below).
+- Public headers (runtime/include/acc) include no private header of runtime/src.
+
+Usage: check_layering.py [ROOT]   (default: the repository this script is in)
+Prints each violation with the file and line that makes it; exit status 1 when there is one.
+"""
+import os
+import re
+import sys
+
+INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"]+)[>"]', re.M)
+SOURCE = (".h", ".hpp", ".cpp", ".cc")
+
+# checkpoint/ headers that a parallelism strategy may include: the seam and the file formats a
+# strategy's layout writes with.
+SEAM = {"checkpoint/state_dict_layout.h", "checkpoint/shard_files.h", "checkpoint/optimizer_files.h"}
+STRATEGIES = {"ddp", "fsdp"}
+
+
+def sources(root, top):
+    for folder, _, files in os.walk(os.path.join(root, top)):
+        for name in sorted(files):
+            if name.endswith(SOURCE):
+                path = os.path.join(folder, name)
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    text = f.read()
+                for match in INCLUDE.finditer(text):
+                    line = text.count("\n", 0, match.start()) + 1
+                    yield os.path.relpath(path, root), line, match.group(1), match.group(2)
+
+
+def find_cycle(graph):
+    """A cycle of folders as a list [a, b, ..., a], or None."""
+    state = {}
+    stack = []
+
+    def visit(node):
+        state[node] = "open"
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = "done"
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def check(root):
+    problems = []
+    src = os.path.join(root, "runtime", "src")
+    folders = {d for d in os.listdir(src) if os.path.isdir(os.path.join(src, d))} if os.path.isdir(src) else set()
+
+    # The wings.
+    # (The code of each wing, not its tests: the rewriter's test inputs are user programs.)
+    wings = {"launcher": ("launcher/src", "launcher/tools"), "rewriter": ("rewriter/src",),
+             "runtime": ("runtime/src", "runtime/include", "runtime/tools")}
+    for wing, tops in wings.items():
+        foreign = tuple(other + "/" for other in wings if other != wing)
+        for path, line, _, target in (item for top in tops for item in sources(root, top)):
+            if target.startswith(foreign) or target.startswith(tuple("../" + f for f in foreign)):
+                problems.append(f"{path}:{line}: the {wing} includes '{target}' of another wing")
+            if wing != "runtime" and target.startswith("acc/") and target != "acc/environment.h":
+                problems.append(f"{path}:{line}: the {wing} includes the runtime's '{target}'; the wings share only "
+                                "acc/environment.h (contract/)")
+
+    # Folders of runtime/src.
+    graph = {f: set() for f in folders}
+    where = {}
+    for path, line, kind, target in sources(root, os.path.join("runtime", "src")):
+        parts = path.split(os.sep)
+        if len(parts) < 4:
+            continue  # runtime/src/pch.h
+        here = parts[2]
+        head = target.split("/")[0]
+        if kind != '"' or head not in folders:
+            continue
+        if head != here:
+            graph[here].add(head)
+            where.setdefault((here, head), f"{path}:{line} includes \"{target}\"")
+        if here == "checkpoint" and head in STRATEGIES:
+            problems.append(f"{path}:{line}: checkpoint/ includes the strategy header '{target}'; go through "
+                            "checkpoint/state_dict_layout.h")
+        if here in STRATEGIES and head == "checkpoint" and target not in SEAM:
+            problems.append(f"{path}:{line}: {here}/ includes '{target}', a checkpoint internal; a strategy sees "
+                            f"only {', '.join(sorted(SEAM))}")
+    cycle = find_cycle(graph)
+    if cycle:
+        steps = [where[(a, b)] for a, b in zip(cycle, cycle[1:])]
+        problems.append("runtime/src folders include each other in a cycle " + " -> ".join(cycle) + ":\n    " +
+                        "\n    ".join(steps))
+
+    # Public headers.
+    for path, line, kind, target in sources(root, os.path.join("runtime", "include")):
+        if kind == '"' or target.split("/")[0] in folders:
+            problems.append(f"{path}:{line}: public header includes the private '{target}'; move what it needs "
+                            "to include/acc/detail/")
+    return problems, graph
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    problems, graph = check(os.path.abspath(root))
+    if problems:
+        for problem in problems:
+            print("layering: " + problem)
+        print(f"layering: {len(problems)} problem(s); docs/architecture.md says where things go")
+        return 1
+    print("layering: ok; runtime/src folder dependencies:")
+    for folder in sorted(graph):
+        print(f"  {folder} -> {', '.join(sorted(graph[folder])) or '(none)'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

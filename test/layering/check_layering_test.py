@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""check_layering.py finds each kind of violation in a small tree made here, and names it."""
+import os
+import subprocess
+import sys
+import tempfile
+
+CHECK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "check_layering.py")
+
+
+def tree(files):
+    root = tempfile.mkdtemp(prefix="acc-layering-")
+    for path, text in files.items():
+        full = os.path.join(root, path)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        with open(full, "w") as f:
+            f.write(text)
+    return root
+
+
+def run(files):
+    result = subprocess.run([sys.executable, CHECK, tree(files)], capture_output=True, text=True)
+    return result.returncode, result.stdout
+
+
+GOOD = {
+    "runtime/src/comm/group.h": "#pragma once\n",
+    "runtime/src/ddp/reducer.cpp": '#include "comm/group.h"\n',
+    "runtime/src/checkpoint/state_dict_layout.h": "#pragma once\n",
+    "runtime/src/checkpoint/training_state.cpp": '#include "checkpoint/state_dict_layout.h"\n',
+    "runtime/src/fsdp/layout.cpp": '#include "checkpoint/state_dict_layout.h"\n#include "ddp/reducer.h"\n',
+    "runtime/include/acc/api.h": "#include <acc/detail/x.h>\n#include <vector>\n",
+    "launcher/src/plan.cpp": "#include <acc/environment.h>\n",
+}
+
+CASES = [
+    ("a cycle", {"runtime/src/comm/group.cpp": '#include "ddp/reducer.h"\n'},
+     ["cycle comm -> ddp -> comm", 'runtime/src/comm/group.cpp:1 includes "ddp/reducer.h"']),
+    ("checkpoint including a strategy", {"runtime/src/checkpoint/x.cpp": '#include "fsdp/layout.h"\n'},
+     ["runtime/src/checkpoint/x.cpp:1: checkpoint/ includes the strategy header 'fsdp/layout.h'"]),
+    ("a strategy including a checkpoint internal",
+     {"runtime/src/fsdp/y.cpp": '\n#include "checkpoint/training_state.h"\n'},
+     ["runtime/src/fsdp/y.cpp:2: fsdp/ includes 'checkpoint/training_state.h', a checkpoint internal"]),
+    ("a public header including a private one", {"runtime/include/acc/bad.h": '#include "comm/group.h"\n'},
+     ["runtime/include/acc/bad.h:1: public header includes the private 'comm/group.h'"]),
+    ("the launcher including the runtime", {"launcher/src/bad.cpp": "#include <acc/accelerator.h>\n"},
+     ["launcher/src/bad.cpp:1: the launcher includes the runtime's 'acc/accelerator.h'"]),
+]
+
+
+def main():
+    failures = 0
+    code, out = run(GOOD)
+    if code != 0 or "layering: ok" not in out:
+        print(f"FAIL: a clean tree was rejected (exit {code}):\n{out}")
+        failures += 1
+    for name, extra, expected in CASES:
+        code, out = run({**GOOD, **extra})
+        missing = [text for text in expected if text not in out]
+        if code != 1 or missing:
+            print(f"FAIL: {name}: exit {code}, missing {missing} in:\n{out}")
+            failures += 1
+        else:
+            print(f"ok: {name}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
