@@ -311,6 +311,23 @@ double max_difference(const acc::safetensors::NamedTensors& a, const acc::safete
   return worst;
 }
 
+// Two trainings that take different but equally valid float32 paths (SHARD_GRAD_OP steps 1-D shard
+// pieces, DDP whole tensors: vectorised kernels round the elements of a chunk's tail differently)
+// agree to rounding, not bit for bit; how far apart depends on the CPU's vector width and the
+// thread count. Within rtol 1e-5 (|a - b| <= 1e-5 (1 + |b|)): a wrong slice, field or gather is off
+// by the values themselves. Returns the largest |a - b| / (1 + |b|).
+double max_relative_difference(const acc::safetensors::NamedTensors& a, const acc::safetensors::NamedTensors& b,
+                               const std::string& what) {
+  max_difference(a, b, what);  // names and shapes
+  double worst = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    const auto& reference = b[i].second;
+    worst = std::max(worst, ((a[i].second - reference).abs() / (reference.abs() + 1)).max().item<double>());
+  }
+  return worst;
+}
+constexpr double kTrainingTolerance = 1e-5;
+
 acc::safetensors::NamedTensors sorted_file(const std::string& path) {
   auto tensors = acc::safetensors::load_file(path);
   std::sort(tensors.begin(), tensors.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -380,8 +397,15 @@ void same_tensors(const std::string& a, const std::string& b) {
   std::cout << "ok" << std::endl;
 }
 
-// argv: directory. FULL_STATE_DICT under SHARD_GRAD_OP writes the tensors DDP writes, and each
-// loads the other's checkpoint and trains on identically.
+acc::safetensors::NamedTensors sorted(acc::safetensors::NamedTensors tensors) {
+  std::sort(tensors.begin(), tensors.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  return tensors;
+}
+
+// argv: directory. FULL_STATE_DICT under SHARD_GRAD_OP writes the files DDP writes: its model file
+// holds the trained whole parameters bit for bit, both runs' files have the same tensors (names,
+// shapes; values as close as two trainings get), each run loads the other's files exactly, and
+// training goes on alike from either.
 void full_against_ddp(const std::string& directory) {
   auto train_and_save = [&](acc::AcceleratorOptions options, const std::string& where) {
     acc::Accelerator accelerator(options);
@@ -391,6 +415,7 @@ void full_against_ddp(const std::string& directory) {
     accelerator.prepare(model, *optimizer);
     train_steps(accelerator, model, *optimizer, 0, kSaveAt);
     accelerator.save_state(directory + "/" + where);
+    return sorted(named_parameters(model));
   };
   auto resume = [&](acc::AcceleratorOptions options, const std::string& where) {
     acc::Accelerator accelerator(options);
@@ -399,31 +424,41 @@ void full_against_ddp(const std::string& directory) {
     auto optimizer = make_adam(model);
     accelerator.prepare(model, *optimizer);
     accelerator.load_state(directory + "/" + where);
+    const double loaded = max_difference(sorted(named_parameters(model)),
+                                         sorted_file(directory + "/" + where + "/model.safetensors"), "loaded parameters");
+    expect(loaded == 0, "loading " + where + "'s files changed the parameters by " + std::to_string(loaded));
     train_steps(accelerator, model, *optimizer, kSaveAt, kStopAt);
     return named_parameters(model);
   };
   const auto full = fsdp_options("SHARD_GRAD_OP", acc::StateDictType::FULL_STATE_DICT);
   train_and_save(acc::AcceleratorOptions(), "ddp");
-  train_and_save(full, "full");
+  const auto trained = train_and_save(full, "full");
+  const double written = max_difference(trained, sorted_file(directory + "/full/model.safetensors"), "FULL model file");
+  expect(written == 0, "FULL_STATE_DICT's model.safetensors differs from the trained parameters by " +
+                           std::to_string(written));
   for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
-    const double diff = max_difference(sorted_file(directory + "/ddp/" + file), sorted_file(directory + "/full/" + file),
-                                       std::string("DDP's and FULL_STATE_DICT's ") + file);
-    expect(diff == 0, std::string("FULL_STATE_DICT's ") + file + " differs from DDP's by " + std::to_string(diff));
+    const double diff = max_relative_difference(sorted_file(directory + "/full/" + file),
+                                                sorted_file(directory + "/ddp/" + file),
+                                                std::string("DDP's and FULL_STATE_DICT's ") + file);
+    expect(diff <= kTrainingTolerance,
+           std::string("FULL_STATE_DICT's ") + file + " differs from DDP's by " + std::to_string(diff) + " (relative)");
   }
   const auto ddp_from_full = resume(acc::AcceleratorOptions(), "full");
   const auto fsdp_from_ddp = resume(full, "ddp");
   const auto fsdp_from_full = resume(full, "full");
   const double cross = max_difference(ddp_from_full, fsdp_from_ddp, "DDP from FULL against FSDP from DDP");
-  const double same = max_difference(fsdp_from_full, fsdp_from_ddp, "FSDP from FULL against FSDP from DDP");
+  const double same = max_relative_difference(fsdp_from_full, fsdp_from_ddp, "FSDP from FULL against FSDP from DDP");
   expect(cross <= 1e-5, "DDP resumed from FULL_STATE_DICT and FSDP resumed from DDP's files differ by " + std::to_string(cross));
-  expect(same == 0, "FSDP resumed from its own and from DDP's files differs by " + std::to_string(same));
+  expect(same <= kTrainingTolerance,
+         "FSDP resumed from its own and from DDP's files differs by " + std::to_string(same) + " (relative)");
   std::cout << "ok: DDP from FULL vs FSDP from DDP " << cross << std::endl;
 }
 
 // argv: directory. Every element-wise optimizer libtorch has trains under SHARD_GRAD_OP as under
 // DDP, and FULL_STATE_DICT writes DDP's state tensors (Adagrad's exist before the first step).
 template <typename Opt, typename Options>
-void optimizer_against_ddp(const std::string& directory, const std::string& name, Options options) {
+void optimizer_against_ddp(const std::string& directory, const std::string& name, Options options,
+                           double tolerance = kTrainingTolerance) {
   auto run = [&](acc::AcceleratorOptions accelerator_options, const std::string& where) {
     acc::Accelerator accelerator(accelerator_options);
     torch::manual_seed(7);
@@ -445,10 +480,11 @@ void optimizer_against_ddp(const std::string& directory, const std::string& name
   const auto fsdp = run(fsdp_options("SHARD_GRAD_OP", acc::StateDictType::FULL_STATE_DICT), name + "-full");
   const double params = max_difference(ddp, fsdp, name + " parameters");
   expect(params <= 1e-5, name + ": SHARD_GRAD_OP differs from DDP by " + std::to_string(params));
-  const double state = max_difference(sorted_file(directory + "/" + name + "-ddp/optimizer.safetensors"),
-                                      sorted_file(directory + "/" + name + "-full/optimizer.safetensors"),
-                                      name + " optimizer state");
-  expect(state <= 1e-5, name + ": FULL_STATE_DICT's optimizer state differs from DDP's by " + std::to_string(state));
+  const double state = max_relative_difference(sorted_file(directory + "/" + name + "-full/optimizer.safetensors"),
+                                               sorted_file(directory + "/" + name + "-ddp/optimizer.safetensors"),
+                                               name + " optimizer state");
+  expect(state <= tolerance,
+         name + ": FULL_STATE_DICT's optimizer state differs from DDP's by " + std::to_string(state) + " (relative)");
   std::cout << "ok " << name << ": parameters " << params << ", state " << state << std::endl;
 }
 
@@ -457,7 +493,10 @@ void every_optimizer(const std::string& directory) {
   optimizer_against_ddp<SGD>(directory, "sgd", SGDOptions(0.05).momentum(0.9).nesterov(true));
   optimizer_against_ddp<AdamW>(directory, "adamw", AdamWOptions(kLr).amsgrad(true));
   optimizer_against_ddp<Adagrad>(directory, "adagrad", AdagradOptions(0.05).initial_accumulator_value(0.1));
-  optimizer_against_ddp<RMSprop>(directory, "rmsprop", RMSpropOptions(0.01).centered(true).momentum(0.5));
+  // Centered RMSprop divides by sqrt(square_avg - grad_avg^2), a difference of nearly equal small
+  // numbers here, which multiplies the runs' rounding differences (measured up to 2.2e-5 relative
+  // with one thread per rank, 4e-6 with two).
+  optimizer_against_ddp<RMSprop>(directory, "rmsprop", RMSpropOptions(0.01).centered(true).momentum(0.5), 1e-4);
 }
 
 // argv: directory. offload_params (forced on CPU, acc/testing.h): the optimizer steps master shards
