@@ -32,3 +32,5 @@ echo "fuzz phase 1: ${small} s over the committed corpus"
 fuzz -max_total_time="$small" "$work/small" "$here/corpus"
 echo "fuzz phase 2: ${large} s over a large valid file ($(wc -c < "$work/large/large_metadata") bytes)"
 fuzz -max_total_time="$large" "$work/large"
+# Its new inputs are megabytes each (tens of MB in all): kept only when the run failed.
+rm -rf "$work/large"
