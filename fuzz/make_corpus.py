@@ -3,8 +3,28 @@
 Byte 0 picks the parser (0: safetensors file, 1: index JSON). Seeds: valid files written by
 Python safetensors, and one malformed file per validation rule of the parser.
 Run with the venv's Python: python fuzz/make_corpus.py
+
+`make_corpus.py --large FILE` writes only a large valid file (2 MiB of __metadata__, two tensors) to
+FILE: the fuzz test generates it into a scratch corpus at test time (too big to commit), so that
+inputs far larger than the committed seeds are exercised (run_fuzz_test.sh). Any python3 will do.
 """
 import json, os, struct, sys
+
+def header(obj, data=b"", raw=None):
+    text = raw if raw is not None else json.dumps(obj).encode()
+    return struct.pack("<Q", len(text)) + text + data
+
+if len(sys.argv) == 3 and sys.argv[1] == "--large":
+    # 2 MiB of metadata in 4 values, few entries: big, yet linear for the header parser (whose cost
+    # grows with the square of the number of entries, issue #19). One run takes about a second
+    # under the sanitizers, well within the fuzz test's -timeout=10.
+    metadata = {"format": "pt"}
+    metadata.update({f"blob{i}": "%08d" % i * (1 << 16) for i in range(4)})
+    tensors = {"a": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]},
+               "b": {"dtype": "U8", "shape": [8], "data_offsets": [16, 24]}}
+    with open(sys.argv[2], "wb") as f:
+        f.write(bytes([0]) + header({"__metadata__": metadata, **tensors}, bytes(range(24))))
+    sys.exit(0)
 
 here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
 os.makedirs(here, exist_ok=True)
@@ -12,10 +32,6 @@ os.makedirs(here, exist_ok=True)
 def put(name, data, kind=0):
     with open(os.path.join(here, name), "wb") as f:
         f.write(bytes([kind]) + data)
-
-def header(obj, data=b"", raw=None):
-    text = raw if raw is not None else json.dumps(obj).encode()
-    return struct.pack("<Q", len(text)) + text + data
 
 try:
     import torch

@@ -7,9 +7,11 @@
 #include <acc/safetensors_format.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace st = acc::safetensors;
 
@@ -57,6 +59,26 @@ void fuzz_index(const uint8_t* data, size_t size) {
   }
 }
 }  // namespace
+
+// libFuzzer parses its flags after this call, from the argv it leaves. Without -max_len, inputs
+// may be as large as the largest file the parser must handle: a header of kMaxHeaderBytes after
+// its 8-byte length, plus the selector byte (libFuzzer's own default is the largest seed, capped
+// at 1 MiB, and would truncate larger seeds).
+extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
+  for (int i = 1; i < *argc; ++i) {
+    if (std::strncmp((*argv)[i], "-max_len=", 9) == 0) return 0;
+  }
+  static std::string flag = "-max_len=" + std::to_string(st::kMaxHeaderBytes + 8 + 1);
+  static std::vector<char*> args;
+  args.assign(*argv, *argv + *argc);
+  args.push_back(flag.data());
+  args.push_back(nullptr);
+  *argv = args.data();
+  *argc += 1;
+  std::fprintf(stderr, "acc fuzzer: %s (acc::safetensors::kMaxHeaderBytes + 8 length bytes + 1 selector byte)\n",
+               flag.c_str());
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
