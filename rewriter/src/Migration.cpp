@@ -1,8 +1,10 @@
 #include "Migration.h"
 
 #include "EditText.h"
+#include "Rule.h"
 
 #include <clang/AST/ParentMapContext.h>
+#include <llvm/Support/ErrorHandling.h>
 #include <llvm/Support/Path.h>
 
 using namespace clang;
@@ -76,7 +78,7 @@ bool Migration::replace(CharSourceRange range, StringRef text) {
   edit.offset = sm.getFileOffset(begin);
   edit.length = sm.getFileOffset(end) - edit.offset;
   edit.text = text.str();
-  edit.rule = currentRule;
+  edit.rule = rule_ ? rule_->name : "";
   edit.line = sm.getSpellingLineNumber(begin);
   edit.column = sm.getSpellingColumnNumber(begin);
   out_.edits.push_back(std::move(edit));
@@ -88,15 +90,6 @@ bool Migration::insert(SourceLocation at, StringRef text) {
   return replace(CharSourceRange::getCharRange(at, at), text);
 }
 
-bool Migration::edited(SourceLocation loc) const {
-  if (loc.isMacroID()) return false;
-  unsigned offset = sm.getFileOffset(loc);
-  StringRef file = sm.getFileEntryRefForID(sm.getFileID(loc))->getName();
-  for (const Edit &e : out_.edits)
-    if (e.file == file && offset >= e.offset && offset < e.offset + std::max(e.length, 1u)) return true;
-  return false;
-}
-
 void Migration::report(SourceLocation loc, const Twine &reason, const Twine &suggestion,
                        Finding::Level level) {
   loc = sm.getExpansionLoc(loc);  // for a macro, where the user wrote it
@@ -105,7 +98,7 @@ void Migration::report(SourceLocation loc, const Twine &reason, const Twine &sug
     f.file = entry->getName().str();
   f.line = sm.getSpellingLineNumber(loc);
   f.column = sm.getSpellingColumnNumber(loc);
-  f.rule = currentRule;
+  f.rule = rule_ ? rule_->name : "";
   f.reason = reason.str();
   f.suggestion = suggestion.str();
   f.level = level;
@@ -133,11 +126,82 @@ const FunctionDecl *Migration::enclosingFunction(const Stmt &node) {
   return nullptr;
 }
 
-void Migration::useAccelerator(const FunctionDecl *fn) {
-  fn = asWrittenFunction(fn);
-  if (fn && std::find(users_.begin(), users_.end(), fn) == users_.end()) users_.push_back(fn);
+void Migration::access(Fact fact, bool write) {
+  if (rule_ && ((write ? rule_->produces : rule_->consumes) & fact)) return;
+  llvm::report_fatal_error(llvm::Twine("acc-migrate: rule '") + (rule_ ? rule_->name : "(none)") + "' " +
+                               (write ? "writes" : "reads") + " the fact '" + factName(fact) +
+                               "' without declaring it (Rule::" + (write ? "produces" : "consumes") +
+                               " in RuleRegistry.cpp)",
+                           /*gen_crash_diag=*/false);
 }
 
-void Migration::noteUsesAcc(SourceLocation loc) { filesUsingAcc_.insert(sm.getFileID(sm.getFileLoc(loc))); }
+void Migration::useAccelerator(const FunctionDecl *fn) {
+  access(AcceleratorUsers, /*write=*/true);
+  fn = asWrittenFunction(fn);
+  std::vector<const FunctionDecl *> &users = facts_.acceleratorUsers;
+  if (fn && std::find(users.begin(), users.end(), fn) == users.end()) users.push_back(fn);
+}
+
+const std::vector<const FunctionDecl *> &Migration::acceleratorUsers() {
+  access(AcceleratorUsers, /*write=*/false);
+  return facts_.acceleratorUsers;
+}
+
+bool Migration::usesAccelerator(const FunctionDecl *fn) {
+  const std::vector<const FunctionDecl *> &users = acceleratorUsers();
+  return fn && std::find(users.begin(), users.end(), fn) != users.end();
+}
+
+void Migration::addAcceleratorOption(StringRef setter) {
+  access(AcceleratorOptions, /*write=*/true);
+  facts_.acceleratorOptions.insert(setter.str());
+}
+
+const std::set<std::string> &Migration::acceleratorOptions() {
+  access(AcceleratorOptions, /*write=*/false);
+  return facts_.acceleratorOptions;
+}
+
+void Migration::notePrepared(const VarDecl *model) {
+  access(PreparedModels, /*write=*/true);
+  facts_.preparedModels.insert(model);
+}
+
+bool Migration::isPrepared(const VarDecl *model) {
+  access(PreparedModels, /*write=*/false);
+  return facts_.preparedModels.count(model) > 0;
+}
+
+void Migration::noteUsesAcc(SourceLocation loc) {
+  access(FilesUsingAcc, /*write=*/true);
+  facts_.filesUsingAcc.insert(sm.getFileID(sm.getFileLoc(loc)));
+}
+
+const std::set<FileID> &Migration::filesUsingAcc() {
+  access(FilesUsingAcc, /*write=*/false);
+  return facts_.filesUsingAcc;
+}
+
+void Migration::noteRewrittenPrint(SourceLocation statement) {
+  access(RewrittenPrints, /*write=*/true);
+  facts_.rewrittenPrints.insert(statement);
+}
+
+bool Migration::isRewrittenPrint(SourceLocation statement) {
+  access(RewrittenPrints, /*write=*/false);
+  return facts_.rewrittenPrints.count(statement) > 0;
+}
+
+void runRules(ASTContext &ctx, const ProjectScope &scope, const std::vector<const Rule *> &rules,
+              UnitResult &out) {
+  Migration migration(ctx, scope, out);
+  std::vector<const Rule *> steps = rules;
+  for (const Rule &finalizer : allFinalizers()) steps.push_back(&finalizer);
+  for (const Rule *rule : steps) {
+    migration.setCurrentRule(rule);
+    rule->apply(migration);
+  }
+  migration.setCurrentRule(nullptr);
+}
 
 }  // namespace accmigrate

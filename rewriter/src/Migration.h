@@ -1,7 +1,7 @@
 // The state of migrating one translation unit: the AST, which code belongs to the project, the
-// edits and findings the rules produce, and what the rules learned that later rules need (which
-// functions use the accelerator, which models get prepared).
+// edits and findings the rules produce, and the facts (Facts.h) they declare and share.
 #pragma once
+#include "Facts.h"
 #include "Result.h"
 
 #include <clang/AST/ASTContext.h>
@@ -40,6 +40,8 @@ class ProjectFiles {
   mutable std::map<clang::FileID, bool> cache_;
 };
 
+struct Rule;
+
 class Migration {
  public:
   Migration(clang::ASTContext &ctx, const ProjectScope &scope, UnitResult &out);
@@ -48,8 +50,9 @@ class Migration {
   const clang::SourceManager &sm;
   const clang::LangOptions &lang;
 
-  // The rule whose edits and findings are being recorded (set by the registry while it runs one).
-  std::string currentRule;
+  // The rule (or finalizer) whose edits, findings and facts are being recorded; set by runRules.
+  const Rule *currentRule() const { return rule_; }
+  void setCurrentRule(const Rule *rule) { rule_ = rule; }
 
   bool inProject(clang::SourceLocation loc) const { return project_.contains(loc); }
 
@@ -80,29 +83,42 @@ class Migration {
   const clang::FunctionDecl *enclosingFunction(const clang::Stmt &node);
   static const clang::FunctionDecl *asWrittenFunction(const clang::FunctionDecl *fn);
 
-  // Rules that write `accelerator.` call this so that one is created in (or passed to) `fn`.
+  // Facts (Facts.h). Each accessor checks that the current rule declares the fact: writers in
+  // Rule::produces, readers in Rule::consumes; a rule that does not stops the tool with an error
+  // naming both (a bug in the rule's entry, caught by any test that runs it).
+  //
+  // accelerator-users: rules that write `accelerator.` into `fn` call useAccelerator(fn), so that
+  // create-accelerator declares one there (or passes it in).
   void useAccelerator(const clang::FunctionDecl *fn);
-  const std::vector<const clang::FunctionDecl *> &acceleratorUsers() const { return users_; }
-
-  // AcceleratorOptions setters (`step_scheduler_with_optimizer(false)`) that the accelerators this
-  // unit declares are created with.
-  std::set<std::string> acceleratorOptions;
-
-  // Models whose placement accelerator.prepare takes over (their `.to(device)` can go).
-  std::set<const clang::VarDecl *> preparedModels;
-
-  // Files that got an edit using the acc API (they need #include <acc/acc.h>).
-  const std::set<clang::FileID> &filesUsingAcc() const { return filesUsingAcc_; }
-  void noteUsesAcc(clang::SourceLocation loc);
-
-  bool edited(clang::SourceLocation loc) const;  // some edit touches `loc` already
+  const std::vector<const clang::FunctionDecl *> &acceleratorUsers();
+  bool usesAccelerator(const clang::FunctionDecl *fn);
+  // accelerator-options: AcceleratorOptions setters (`step_scheduler_with_optimizer(false)`) that
+  // the accelerators this unit declares are created with.
+  void addAcceleratorOption(llvm::StringRef setter);
+  const std::set<std::string> &acceleratorOptions();
+  // prepared-models: models an inserted accelerator.prepare takes over (their `.to(device)` can go).
+  void notePrepared(const clang::VarDecl *model);
+  bool isPrepared(const clang::VarDecl *model);
+  // files-using-acc: written by replace()/insert() when the new text spells the acc API.
+  const std::set<clang::FileID> &filesUsingAcc();
+  // rewritten-prints: statements (by where they begin) rewritten to print on the main process.
+  void noteRewrittenPrint(clang::SourceLocation statement);
+  bool isRewrittenPrint(clang::SourceLocation statement);
 
  private:
+  void access(Fact fact, bool write);  // the check above
+  void noteUsesAcc(clang::SourceLocation loc);
+
   ProjectFiles project_;
   UnitResult &out_;
   std::vector<clang::Decl *> projectDecls_;  // top-level declarations in the project's files
-  std::vector<const clang::FunctionDecl *> users_;
-  std::set<clang::FileID> filesUsingAcc_;
+  const Rule *rule_ = nullptr;
+  Facts facts_;
 };
+
+// Applies `rules` (in order), then every finalizer, to the parsed translation unit in `ctx`: their
+// edits and findings go to `out`.
+void runRules(clang::ASTContext &ctx, const ProjectScope &scope, const std::vector<const Rule *> &rules,
+              UnitResult &out);
 
 }  // namespace accmigrate

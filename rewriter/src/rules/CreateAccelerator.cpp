@@ -2,7 +2,7 @@
 // training. A function that uses the accelerator but is called from another project function gets
 // it as a first parameter `acc::Accelerator& accelerator` instead, and its callers pass theirs, so
 // the program has one accelerator however its training code is split into functions. Options other
-// rules asked for (Migration::acceleratorOptions) go into its constructor.
+// rules asked for (the fact accelerator-options) go into its constructor.
 #include "Analysis.h"
 #include "EditText.h"
 #include "Migration.h"
@@ -41,7 +41,7 @@ void declareLocal(Migration &m, const FunctionDecl *fn) {
   std::string indent = body->body_empty() ? lineIndent(fn->getBeginLoc(), m.sm) + "  "
                                           : lineIndent(body->body_front()->getBeginLoc(), m.sm);
   std::string options;
-  for (const std::string &setter : m.acceleratorOptions) options += "." + setter;
+  for (const std::string &setter : m.acceleratorOptions()) options += "." + setter;
   std::string declaration = options.empty() ? "acc::Accelerator accelerator;"
                                             : "acc::Accelerator accelerator(acc::AcceleratorOptions()" + options + ");";
   m.insert(afterToken(body->getLBracLoc(), m.sm, m.lang), "\n" + indent + declaration);

@@ -92,7 +92,7 @@ void applyDeviceMove(Migration &m) {
     if (!fn || isModelMethod(fn)) return;
 
     const Expr *object = call->getImplicitObjectArgument();
-    bool prepared = isModel ? m.preparedModels.count(rootVariable(object)) > 0 : isBatchDerived(object, m.ctx);
+    bool prepared = isModel ? m.isPrepared(rootVariable(object)) : isBatchDerived(object, m.ctx);
     if (prepared) {
       removeMove(m, call);
       return;

@@ -119,7 +119,7 @@ void prepareFunction(Migration &m, const FunctionDecl *fn, const CompoundStmt *b
   SourceLocation after = statementRange(last, m.sm, m.lang).getEnd();
   if (!m.insert(after, "\n" + lineIndent(last->getBeginLoc(), m.sm) + call)) return;
   m.useAccelerator(fn);
-  for (size_t i = 0; i < modelCount; ++i) m.preparedModels.insert(chosen[i].var);
+  for (size_t i = 0; i < modelCount; ++i) m.notePrepared(chosen[i].var);
 }
 
 }  // namespace

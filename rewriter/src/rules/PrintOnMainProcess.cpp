@@ -6,11 +6,15 @@
 //   process) and guards printf with `if (accelerator.is_local_main_process())`.
 // Off by default because which lines every rank should print (per-rank losses, debugging) is the
 // author's call; the report shows every place.
+// Both consume the fact accelerator-users (a training loop is a loop of a function that now uses the
+// accelerator); print-on-main-process produces rewritten-prints, which print-in-loop consumes so as
+// not to report what was rewritten.
 #include "Analysis.h"
 #include "Migration.h"
 
 #include <clang/AST/ExprCXX.h>
 #include <clang/ASTMatchers/ASTMatchers.h>
+#include <set>
 
 using namespace clang;
 using namespace clang::ast_matchers;
@@ -49,12 +53,21 @@ bool printArguments(const CXXOperatorCallExpr *chain, Migration &m, std::vector<
   return true;
 }
 
-bool usesAccelerator(const FunctionDecl *fn, Migration &m) {
-  const auto &users = m.acceleratorUsers();
-  return fn && std::find(users.begin(), users.end(), fn) != users.end();
+// A statement to look at: whole, in a function that uses the accelerator (a training loop), not
+// already rewritten (by print-on-main-process; `rewritten`: by this rule, as in another instantiation).
+bool toConsider(const Stmt &statement, const FunctionDecl *fn, Migration &m, bool rewrite,
+                const std::set<SourceLocation> &rewritten) {
+  if (!m.usesAccelerator(fn) || !isExpressionStatement(statement, m.ctx)) return false;
+  SourceLocation begin = statement.getBeginLoc();
+  return rewrite ? !rewritten.count(begin) : !m.isRewrittenPrint(begin);
 }
 
 void apply(Migration &m, bool rewrite) {
+  std::set<SourceLocation> rewritten;
+  auto noteRewritten = [&](SourceLocation begin) {
+    rewritten.insert(begin);
+    m.noteRewrittenPrint(begin);
+  };
   auto cout = declRefExpr(to(varDecl(hasName("::std::cout"))));
   auto chain = cxxOperatorCallExpr(hasOverloadedOperatorName("<<"), hasArgument(0, ignoringImplicit(cout)));
   // The whole statement: the outermost `<<` of a chain that starts at std::cout.
@@ -63,7 +76,7 @@ void apply(Migration &m, bool rewrite) {
                  [&](const BoundNodes &nodes) {
     const auto *print = nodes.getNodeAs<CXXOperatorCallExpr>("print");
     const FunctionDecl *fn = m.enclosingFunction(*print);
-    if (!usesAccelerator(fn, m) || !isExpressionStatement(*print, m.ctx) || m.edited(print->getBeginLoc())) return;
+    if (!toConsider(*print, fn, m, rewrite, rewritten)) return;
     const Expr *leftmost = print;
     while (const auto *op = dyn_cast<CXXOperatorCallExpr>(leftmost->IgnoreParenImpCasts())) leftmost = op->getArg(0);
     const auto *stream = dyn_cast<DeclRefExpr>(leftmost->IgnoreParenImpCasts());
@@ -74,7 +87,7 @@ void apply(Migration &m, bool rewrite) {
     for (size_t i = 0; i < args.size(); ++i) line += (i ? ", " : "") + args[i];
     line += ")";
     if (rewrite && convertible) {
-      m.replace(print->getSourceRange(), line);
+      if (m.replace(print->getSourceRange(), line)) noteRewritten(print->getBeginLoc());
       return;
     }
     if (rewrite) return;  // what cannot be rewritten is reported by print-in-loop
@@ -87,9 +100,9 @@ void apply(Migration &m, bool rewrite) {
                  [&](const BoundNodes &nodes) {
     const auto *call = nodes.getNodeAs<CallExpr>("printf");
     const FunctionDecl *fn = m.enclosingFunction(*call);
-    if (!usesAccelerator(fn, m) || !isExpressionStatement(*call, m.ctx) || m.edited(call->getBeginLoc())) return;
+    if (!toConsider(*call, fn, m, rewrite, rewritten)) return;
     if (rewrite) {
-      m.insert(call->getBeginLoc(), "if (accelerator.is_local_main_process()) ");
+      if (m.insert(call->getBeginLoc(), "if (accelerator.is_local_main_process()) ")) noteRewritten(call->getBeginLoc());
       return;
     }
     m.report(call->getBeginLoc(), "printf in the training loop prints on every process",

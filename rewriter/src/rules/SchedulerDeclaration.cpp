@@ -46,6 +46,7 @@ auto stepOf(const std::string &base) {
 
 void stepOncePerCallWhenSteppedPerEpoch(Migration &m) {
   std::map<const FunctionDecl *, std::vector<const Stmt *>> optimizerLoops;
+  bool noted = false;  // one note per unit: one accelerator option
   m.forEachMatch(stepOf("::torch::optim::Optimizer").bind("step"), [&](const BoundNodes &nodes) {
     const auto *call = nodes.getNodeAs<CXXMemberCallExpr>("step");
     if (const Stmt *loop = innermostLoop(*call, m.ctx)) optimizerLoops[m.enclosingFunction(*call)].push_back(loop);
@@ -53,10 +54,11 @@ void stepOncePerCallWhenSteppedPerEpoch(Migration &m) {
   m.forEachMatch(stepOf("::torch::optim::LRScheduler").bind("step"), [&](const BoundNodes &nodes) {
     const auto *call = nodes.getNodeAs<CXXMemberCallExpr>("step");
     auto loops = optimizerLoops.find(m.enclosingFunction(*call));
-    if (loops == optimizerLoops.end() || m.acceleratorOptions.count("step_scheduler_with_optimizer(false)")) return;
+    if (loops == optimizerLoops.end() || noted) return;
     for (const Stmt *loop : loops->second)
       if (contains(loop, call, m.sm)) return;
-    m.acceleratorOptions.insert("step_scheduler_with_optimizer(false)");
+    m.addAcceleratorOption("step_scheduler_with_optimizer(false)");
+    noted = true;
     m.report(call->getExprLoc(),
              "this scheduler steps outside the loop of the optimizer's step (e.g. once per epoch); a prepared "
              "scheduler would step once per process each time",
