@@ -1,11 +1,13 @@
 #include "Migration.h"
 
+#include "Analysis.h"
 #include "EditText.h"
 #include "Rule.h"
 
 #include <clang/AST/ParentMapContext.h>
 #include <llvm/Support/ErrorHandling.h>
 #include <llvm/Support/Path.h>
+#include <algorithm>
 
 using namespace clang;
 using namespace clang::ast_matchers;
@@ -40,6 +42,23 @@ bool ProjectFiles::contains(SourceLocation loc) const {
   return result;
 }
 
+// One registration of a rule's matcher: runs the rule's callback as that rule.
+class Migration::Callback : public MatchFinder::MatchCallback {
+ public:
+  Callback(Migration &m, const Rule *rule, OnMatch onMatch) : m_(m), rule_(rule), onMatch_(std::move(onMatch)) {}
+  void run(const MatchFinder::MatchResult &result) override {
+    m_.rule_ = rule_;
+    onMatch_(result.Nodes);
+    m_.rule_ = nullptr;
+  }
+  StringRef getID() const override { return rule_->name; }  // MatchFinder's per-callback profile
+
+ private:
+  Migration &m_;
+  const Rule *rule_;
+  OnMatch onMatch_;
+};
+
 Migration::Migration(ASTContext &ctx, const ProjectScope &scope, UnitResult &out)
     : ctx(ctx), sm(ctx.getSourceManager()), lang(ctx.getLangOpts()), project_(sm, scope), out_(out) {
   // Only the declarations this file itself parsed (noload_decls: those a PCH holds stay on disk), and
@@ -50,18 +69,42 @@ Migration::Migration(ASTContext &ctx, const ProjectScope &scope, UnitResult &out
   ctx.setTraversalScope(projectDecls_);
 }
 
-void Migration::forEachMatch(const internal::Matcher<Stmt> &matcher,
-                             llvm::function_ref<void(const BoundNodes &)> onMatch) {
-  auto all = decl(forEachDescendant(stmt(matcher)));
-  for (const Decl *d : projectDecls_)
-    for (const BoundNodes &nodes : match(all, *d, ctx)) onMatch(nodes);
+Migration::~Migration() = default;
+
+void Migration::onMatch(const StatementMatcher &matcher, OnMatch onMatch) {
+  callbacks_.push_back(std::make_unique<Callback>(*this, rule_, std::move(onMatch)));
+  finder_.addMatcher(matcher, callbacks_.back().get());
 }
 
-void Migration::forEachMatch(const internal::Matcher<Decl> &matcher,
-                             llvm::function_ref<void(const BoundNodes &)> onMatch) {
-  auto all = decl(eachOf(matcher, forEachDescendant(decl(matcher))));
-  for (const Decl *d : projectDecls_)
-    for (const BoundNodes &nodes : match(all, *d, ctx)) onMatch(nodes);
+void Migration::onMatch(const DeclarationMatcher &matcher, OnMatch onMatch) {
+  callbacks_.push_back(std::make_unique<Callback>(*this, rule_, std::move(onMatch)));
+  finder_.addMatcher(matcher, callbacks_.back().get());
+}
+
+void Migration::atEnd(std::function<void()> step) { endSteps_.emplace_back(rule_, std::move(step)); }
+
+void Migration::run(const std::vector<const Rule *> &steps) {
+  for (const Rule *rule : steps) {
+    rule_ = rule;
+    rule->registerMatchers(*this);
+  }
+  rule_ = nullptr;
+  // The one traversal: every rule's matchers, over the project's declarations only (the traversal
+  // scope), template instantiations included.
+  traversing_ = true;
+  finder_.matchAST(ctx);
+  traversing_ = false;
+  for (auto &[rule, step] : endSteps_) {
+    rule_ = rule;
+    step();
+  }
+  rule_ = nullptr;
+  // Edits in rule order, each rule's in the order it made them: insertions at one offset are joined
+  // in this order (Output.cpp), as when every rule ran by itself.
+  std::map<std::string, size_t> order;
+  for (size_t i = 0; i < steps.size(); ++i) order.emplace(steps[i]->name, i);
+  std::stable_sort(out_.edits.begin(), out_.edits.end(),
+                   [&](const Edit &a, const Edit &b) { return order[a.rule] < order[b.rule]; });
 }
 
 bool Migration::replace(CharSourceRange range, StringRef text) {
@@ -113,26 +156,20 @@ const FunctionDecl *Migration::asWrittenFunction(const FunctionDecl *fn) {
   return fn;
 }
 
-const FunctionDecl *Migration::enclosingFunction(const Stmt &node) {
-  DynTypedNodeList parents = ctx.getParents(node);
-  while (!parents.empty()) {
-    const DynTypedNode &parent = parents[0];
-    if (const auto *fn = parent.get<FunctionDecl>()) {
-      const auto *method = dyn_cast<CXXMethodDecl>(fn);
-      if (!method || !method->getParent()->isLambda()) return asWrittenFunction(fn);
-    }
-    parents = ctx.getParents(parent);
-  }
-  return nullptr;
-}
+const FunctionDecl *Migration::enclosingFunction(const Stmt &node) { return accmigrate::enclosingFunction(node, ctx); }
 
 void Migration::access(Fact fact, bool write) {
-  if (rule_ && ((write ? rule_->produces : rule_->consumes) & fact)) return;
-  llvm::report_fatal_error(llvm::Twine("acc-migrate: rule '") + (rule_ ? rule_->name : "(none)") + "' " +
-                               (write ? "writes" : "reads") + " the fact '" + factName(fact) +
-                               "' without declaring it (Rule::" + (write ? "produces" : "consumes") +
-                               " in RuleRegistry.cpp)",
-                           /*gen_crash_diag=*/false);
+  if (!rule_ || !((write ? rule_->produces : rule_->consumes) & fact))
+    llvm::report_fatal_error(llvm::Twine("acc-migrate: rule '") + (rule_ ? rule_->name : "(none)") + "' " +
+                                 (write ? "writes" : "reads") + " the fact '" + factName(fact) +
+                                 "' without declaring it (Rule::" + (write ? "produces" : "consumes") +
+                                 " in RuleRegistry.cpp)",
+                             /*gen_crash_diag=*/false);
+  // During the traversal a fact holds only what the matches so far found.
+  if (!write && traversing_)
+    llvm::report_fatal_error(llvm::Twine("acc-migrate: rule '") + rule_->name + "' reads the fact '" +
+                                 factName(fact) + "' while matching; read facts in an end step (Migration::atEnd)",
+                             /*gen_crash_diag=*/false);
 }
 
 void Migration::useAccelerator(const FunctionDecl *fn) {
@@ -197,11 +234,7 @@ void runRules(ASTContext &ctx, const ProjectScope &scope, const std::vector<cons
   Migration migration(ctx, scope, out);
   std::vector<const Rule *> steps = rules;
   for (const Rule &finalizer : allFinalizers()) steps.push_back(&finalizer);
-  for (const Rule *rule : steps) {
-    migration.setCurrentRule(rule);
-    rule->apply(migration);
-  }
-  migration.setCurrentRule(nullptr);
+  migration.run(steps);
 }
 
 }  // namespace accmigrate

@@ -6,9 +6,10 @@
 
 #include <clang/AST/ASTContext.h>
 #include <clang/ASTMatchers/ASTMatchFinder.h>
-#include <llvm/ADT/STLFunctionalExtras.h>
 #include <llvm/ADT/Twine.h>
+#include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -45,23 +46,31 @@ struct Rule;
 class Migration {
  public:
   Migration(clang::ASTContext &ctx, const ProjectScope &scope, UnitResult &out);
+  ~Migration();
 
   clang::ASTContext &ctx;
   const clang::SourceManager &sm;
   const clang::LangOptions &lang;
 
-  // The rule (or finalizer) whose edits, findings and facts are being recorded; set by runRules.
+  // The rule (or finalizer) whose edits, findings and facts are being recorded.
   const Rule *currentRule() const { return rule_; }
-  void setCurrentRule(const Rule *rule) { rule_ = rule; }
 
   bool inProject(clang::SourceLocation loc) const { return project_.contains(loc); }
 
-  // Runs `matcher` over the project's declarations only (never over torch's headers) and calls
-  // `onMatch` for every match. Template instantiations are visited: their types are concrete.
-  void forEachMatch(const clang::ast_matchers::internal::Matcher<clang::Stmt> &matcher,
-                    llvm::function_ref<void(const clang::ast_matchers::BoundNodes &)> onMatch);
-  void forEachMatch(const clang::ast_matchers::internal::Matcher<clang::Decl> &matcher,
-                    llvm::function_ref<void(const clang::ast_matchers::BoundNodes &)> onMatch);
+  // What a rule's registerMatchers does (Rule.h), once per unit:
+  // - onMatch: `matcher` joins the unit's one MatchFinder, and `onMatch` runs, as this rule, for
+  //   every match of the one traversal of the project's declarations (never torch's headers;
+  //   template instantiations included: their types are concrete). The matcher says what the rule
+  //   looks for, types included (Matchers.h), so that the callback gets only that.
+  // - atEnd: `step` runs, as this rule, after the traversal: the rules' end steps in rule order, then
+  //   the finalizers'. Decisions that need every match, or a fact, are made there.
+  using OnMatch = std::function<void(const clang::ast_matchers::BoundNodes &)>;
+  void onMatch(const clang::ast_matchers::StatementMatcher &matcher, OnMatch onMatch);
+  void onMatch(const clang::ast_matchers::DeclarationMatcher &matcher, OnMatch onMatch);
+  void atEnd(std::function<void()> step);
+
+  // Registers `steps` (rules, then finalizers), runs the traversal, then the end steps.
+  void run(const std::vector<const Rule *> &steps);
 
   // Edits. Each returns false (and reports why) when the range is inside a macro expansion or outside
   // the project; `what` is the change shown to the user in that report.
@@ -106,6 +115,7 @@ class Migration {
   bool isRewrittenPrint(clang::SourceLocation statement);
 
  private:
+  class Callback;
   void access(Fact fact, bool write);  // the check above
   void noteUsesAcc(clang::SourceLocation loc);
 
@@ -114,6 +124,10 @@ class Migration {
   std::vector<clang::Decl *> projectDecls_;  // top-level declarations in the project's files
   const Rule *rule_ = nullptr;
   Facts facts_;
+  std::vector<std::unique_ptr<Callback>> callbacks_;
+  clang::ast_matchers::MatchFinder finder_;
+  std::vector<std::pair<const Rule *, std::function<void()>>> endSteps_;
+  bool traversing_ = false;  // facts are read only in end steps
 };
 
 // Applies `rules` (in order), then every finalizer, to the parsed translation unit in `ctx`: their

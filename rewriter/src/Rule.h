@@ -1,6 +1,7 @@
 // A rule is data: a name (for --rules and reports), a one-line explanation (for --list-rules), whether
-// it runs by default, the facts it produces and consumes (Facts.h), and the function that sets it up
-// on one translation unit. Each lives in rules/<Name>.cpp and has its own lit test,
+// it runs by default, the facts it produces and consumes (Facts.h), and the function that registers
+// its matchers (and end steps) for one translation unit: every rule's matchers join one MatchFinder,
+// which traverses the unit once. Each lives in rules/<Name>.cpp and has its own lit test,
 // rewriter/test/<name>.cpp, which runs it alone (--rules=<name>).
 //
 // Two kinds, two lists:
@@ -26,7 +27,8 @@ struct Rule {
   bool enabledByDefault;  // finalizers always run
   FactSet produces;       // facts it writes (Migration checks every write)
   FactSet consumes;       // facts it reads (Migration checks every read)
-  void (*apply)(Migration &);
+  // Sets the rule up on one translation unit: its matchers and end steps (Migration::onMatch, atEnd).
+  void (*registerMatchers)(Migration &);
 };
 
 // The rules, in the order they run: a rule runs after the rules producing the facts it consumes.

@@ -5,25 +5,25 @@
 
 namespace accmigrate {
 
-void applyDataLoader(Migration &);
-void applyBackward(Migration &);
-void applyClipGrad(Migration &);
-void applyDeviceDeclaration(Migration &);
-void applyPrepare(Migration &);
-void applyDeviceMove(Migration &);
-void applyOptimizerDeclaration(Migration &);
-void applySchedulerDeclaration(Migration &);
-void applySaveOnMainProcess(Migration &);
-void applyPrintOnMainProcess(Migration &);
-void applyPrintInLoop(Migration &);
-void applyNoDataLoader(Migration &);
-void applyDatasetSizeDivision(Migration &);
-void applyViewBatchSize(Migration &);
-void applyStaticCuda(Migration &);
-void applyCudaInFactory(Migration &);
-void applyCreateAccelerator(Migration &);
-void applyIncludeAcc(Migration &);
-void applyCmakeLink(Migration &);
+void registerDataLoader(Migration &);
+void registerBackward(Migration &);
+void registerClipGrad(Migration &);
+void registerDeviceDeclaration(Migration &);
+void registerPrepare(Migration &);
+void registerDeviceMove(Migration &);
+void registerOptimizerDeclaration(Migration &);
+void registerSchedulerDeclaration(Migration &);
+void registerSaveOnMainProcess(Migration &);
+void registerPrintOnMainProcess(Migration &);
+void registerPrintInLoop(Migration &);
+void registerNoDataLoader(Migration &);
+void registerDatasetSizeDivision(Migration &);
+void registerViewBatchSize(Migration &);
+void registerStaticCuda(Migration &);
+void registerCudaInFactory(Migration &);
+void registerCreateAccelerator(Migration &);
+void registerIncludeAcc(Migration &);
+void registerCmakeLink(Migration &);
 
 const char *factName(Fact fact) {
   switch (fact) {
@@ -48,40 +48,40 @@ constexpr FactSet kUsers = AcceleratorUsers, kOptions = AcceleratorOptions, kPre
                   kAcc = FilesUsingAcc, kPrints = RewrittenPrints, kNone = 0;
 
 const std::vector<Rule> &allRules() {
-  // name, summary, on by default, produces, consumes, apply
+  // name, summary, on by default, produces, consumes, registerMatchers
   static const std::vector<Rule> rules = {
       {"data-loader", "torch::data::make_data_loader(...) becomes accelerator.prepare_data_loader(...)", true,
-       kUsers | kAcc, kNone, applyDataLoader},
+       kUsers | kAcc, kNone, registerDataLoader},
       {"backward", "loss.backward(...) becomes accelerator.backward(loss, ...)", true, kUsers | kAcc, kNone,
-       applyBackward},
+       registerBackward},
       {"clip-grad", "torch::nn::utils::clip_grad_norm_/clip_grad_value_ become the accelerator's", true,
-       kUsers | kAcc, kNone, applyClipGrad},
+       kUsers | kAcc, kNone, registerClipGrad},
       {"device-declaration", "the training device becomes accelerator.device()", true, kUsers | kAcc, kNone,
-       applyDeviceDeclaration},
+       registerDeviceDeclaration},
       {"prepare", "accelerator.prepare(models..., optimizers..., schedulers...) before the training loop", true,
-       kUsers | kPrepared | kAcc, kNone, applyPrepare},
+       kUsers | kPrepared | kAcc, kNone, registerPrepare},
       {"device-move", "removes .to(device)/.cuda() of prepared models and loader batches; keeps dtype and CPU moves",
-       true, kUsers | kAcc, kPrepared, applyDeviceMove},
+       true, kUsers | kAcc, kPrepared, registerDeviceMove},
       {"optimizer-declaration", "optimizers are created as acc::Optimizer<T>", true, kAcc, kNone,
-       applyOptimizerDeclaration},
+       registerOptimizerDeclaration},
       {"scheduler-declaration", "LR schedulers are created as acc::Scheduler<T>", true, kOptions | kAcc, kNone,
-       applySchedulerDeclaration},
+       registerSchedulerDeclaration},
       {"save-on-main-process", "torch::save(...) runs after wait_for_everyone() on the main process only", true,
-       kUsers | kAcc, kNone, applySaveOnMainProcess},
+       kUsers | kAcc, kNone, registerSaveOnMainProcess},
       {"print-on-main-process", "std::cout << ... << std::endl in training loops becomes accelerator.print(...)", false,
-       kPrints | kAcc, kUsers, applyPrintOnMainProcess},
+       kPrints | kAcc, kUsers, registerPrintOnMainProcess},
       {"print-in-loop", "reports std::cout/printf in training loops (they print once per process)", true, kNone,
-       kUsers | kPrints, applyPrintInLoop},
+       kUsers | kPrints, registerPrintInLoop},
       {"no-data-loader", "reports training loops that batch without a DataLoader (every process gets all data)", true,
-       kNone, kNone, applyNoDataLoader},
+       kNone, kNone, registerNoDataLoader},
       {"dataset-size-division", "reports counts divided by the whole dataset's size (each process sees a shard)",
-       true, kNone, kNone, applyDatasetSizeDivision},
+       true, kNone, kNone, registerDatasetSizeDivision},
       {"view-batch-size", "reports view/reshape({batch_size, ...}) on loader batches (batches can be short)", true,
-       kNone, kNone, applyViewBatchSize},
+       kNone, kNone, registerViewBatchSize},
       {"static-cuda", "reports static variables created on CUDA (before main and the accelerator)", true, kNone,
-       kNone, applyStaticCuda},
+       kNone, registerStaticCuda},
       {"cuda-in-factory", "reports torch::kCUDA passed to factories and loaders (every process on cuda:0)", true,
-       kNone, kNone, applyCudaInFactory},
+       kNone, kNone, registerCudaInFactory},
   };
   return rules;
 }
@@ -89,10 +89,10 @@ const std::vector<Rule> &allRules() {
 const std::vector<Rule> &allFinalizers() {
   static const std::vector<Rule> finalizers = {
       {"create-accelerator", "declares acc::Accelerator accelerator; where it is used, or passes it in", true, kAcc,
-       kUsers | kOptions, applyCreateAccelerator},
-      {"include-acc", "#include <acc/acc.h> once in each file that uses acc", true, kNone, kAcc, applyIncludeAcc},
+       kUsers | kOptions, registerCreateAccelerator},
+      {"include-acc", "#include <acc/acc.h> once in each file that uses acc", true, kNone, kAcc, registerIncludeAcc},
       {"cmake-link", "reports the CMake targets that build migrated files (find_package(acc), link acc::acc)", true,
-       kNone, kAcc, applyCmakeLink},
+       kNone, kAcc, registerCmakeLink},
   };
   return finalizers;
 }

@@ -12,6 +12,7 @@
 #include <clang/AST/TypeLoc.h>
 #include <clang/ASTMatchers/ASTMatchers.h>
 #include <map>
+#include <memory>
 
 using namespace clang;
 using namespace clang::ast_matchers;
@@ -69,18 +70,12 @@ void passArgument(Migration &m, const CallExpr *call) {
   m.insert(call->getRParenLoc(), "accelerator");
 }
 
-}  // namespace
+using CallSites = std::map<const FunctionDecl *, std::vector<const CallExpr *>>;
 
-void applyCreateAccelerator(Migration &m) {
+// Once every rule has said which functions use the accelerator.
+void declareOrPass(Migration &m, const CallSites &callsTo) {
   std::vector<const FunctionDecl *> users = m.acceleratorUsers();
   if (users.empty()) return;
-  // Call sites of project functions, by the function called (as written).
-  std::map<const FunctionDecl *, std::vector<const CallExpr *>> callsTo;
-  m.forEachMatch(callExpr(callee(functionDecl())).bind("call"), [&](const BoundNodes &nodes) {
-    const auto *call = nodes.getNodeAs<CallExpr>("call");
-    const FunctionDecl *callee = Migration::asWrittenFunction(call->getDirectCallee());
-    if (callee) callsTo[callee->getCanonicalDecl()].push_back(call);
-  });
 
   std::vector<const FunctionDecl *> passed;  // get the accelerator as a parameter
   for (size_t i = 0; i < users.size(); ++i) {
@@ -106,6 +101,19 @@ void applyCreateAccelerator(Migration &m) {
     if (std::find(passed.begin(), passed.end(), fn) != passed.end()) addParameter(m, fn);
     else declareLocal(m, fn);
   }
+}
+
+}  // namespace
+
+void registerCreateAccelerator(Migration &m) {
+  // Call sites of project functions, by the function called (as written).
+  auto callsTo = std::make_shared<CallSites>();
+  m.onMatch(callExpr(callee(functionDecl())).bind("call"), [callsTo](const BoundNodes &nodes) {
+    const auto *call = nodes.getNodeAs<CallExpr>("call");
+    const FunctionDecl *callee = Migration::asWrittenFunction(call->getDirectCallee());
+    if (callee) (*callsTo)[callee->getCanonicalDecl()].push_back(call);
+  });
+  m.atEnd([&m, callsTo] { declareOrPass(m, *callsTo); });
 }
 
 }  // namespace accmigrate
