@@ -41,8 +41,6 @@ constexpr Fact kAllFacts[] = {AcceleratorUsers, AcceleratorOptions, PreparedMode
 
 // The name of a fact in messages and docs: "accelerator-users".
 const char *factName(Fact fact);
-// "accelerator-users, files-using-acc" (or "none").
-std::string factNames(FactSet facts);
 
 // The facts of one translation unit. Rules reach them only through Migration's checked accessors.
 struct Facts {

@@ -52,9 +52,6 @@ class Migration {
   const clang::SourceManager &sm;
   const clang::LangOptions &lang;
 
-  // The rule (or finalizer) whose edits, findings and facts are being recorded.
-  const Rule *currentRule() const { return rule_; }
-
   bool inProject(clang::SourceLocation loc) const { return project_.contains(loc); }
 
   // What a rule's registerMatchers does (Rule.h), once per unit:
@@ -92,7 +89,7 @@ class Migration {
   const clang::FunctionDecl *enclosingFunction(const clang::Stmt &node);
   static const clang::FunctionDecl *asWrittenFunction(const clang::FunctionDecl *fn);
 
-  // Facts (Facts.h). Each accessor checks that the current rule declares the fact: writers in
+  // Facts (Facts.h). Each accessor checks that the running rule declares the fact: writers in
   // Rule::produces, readers in Rule::consumes; a rule that does not stops the tool with an error
   // naming both (a bug in the rule's entry, caught by any test that runs it).
   //

@@ -36,13 +36,6 @@ const char *factName(Fact fact) {
   return "?";
 }
 
-std::string factNames(FactSet facts) {
-  std::string names;
-  for (Fact fact : kAllFacts)
-    if (facts & fact) names += (names.empty() ? "" : ", ") + std::string(factName(fact));
-  return names.empty() ? "none" : names;
-}
-
 // Facts, shortened for the table below.
 constexpr FactSet kUsers = AcceleratorUsers, kOptions = AcceleratorOptions, kPrepared = PreparedModels,
                   kAcc = FilesUsingAcc, kPrints = RewrittenPrints, kNone = 0;
