@@ -60,6 +60,19 @@ const FunctionDecl *functionOf(const Decl *d) {
   return nullptr;
 }
 
+const FunctionDecl *enclosingFunction(const Stmt &node, ASTContext &ctx) {
+  DynTypedNodeList parents = ctx.getParents(node);
+  while (!parents.empty()) {
+    const DynTypedNode &parent = parents[0];
+    if (const auto *fn = parent.get<FunctionDecl>()) {
+      const auto *method = dyn_cast<CXXMethodDecl>(fn);
+      if (!method || !method->getParent()->isLambda()) return Migration::asWrittenFunction(fn);
+    }
+    parents = ctx.getParents(parent);
+  }
+  return nullptr;
+}
+
 bool isModelMethod(const FunctionDecl *fn) {
   const auto *method = dyn_cast_or_null<CXXMethodDecl>(fn);
   return method && derivesFrom(method->getParent(), "torch::nn::Module");

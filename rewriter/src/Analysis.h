@@ -19,6 +19,10 @@ bool isBatchDerived(const clang::Expr *e, clang::ASTContext &ctx, int depth = 0)
 // The function a declaration lives in (lambdas see through to the enclosing function), as written.
 const clang::FunctionDecl *functionOf(const clang::Decl *d);
 
+// The function whose body holds `node` (lambdas excluded: they see the enclosing function's
+// variables), as written: instantiations map to their template.
+const clang::FunctionDecl *enclosingFunction(const clang::Stmt &node, clang::ASTContext &ctx);
+
 // `fn` is a member function of a model class (its `.to()` calls follow the model's own tensors).
 bool isModelMethod(const clang::FunctionDecl *fn);
 

@@ -52,11 +52,7 @@ class RulesConsumer : public ASTConsumer {
   void HandleTranslationUnit(ASTContext &ctx) override {
     if (ctx.getDiagnostics().hasErrorOccurred()) return;  // a broken AST gives wrong edits
     out_.parsed = true;
-    Migration migration(ctx, *config_.scope, out_);
-    for (const Rule *rule : config_.rules) {
-      migration.currentRule = rule->name;
-      rule->apply(migration);
-    }
+    runRules(ctx, *config_.scope, config_.rules, out_);
   }
 
  private:

@@ -14,7 +14,7 @@ namespace accmigrate {
 struct DriverConfig {
   const clang::tooling::CompilationDatabase *database = nullptr;
   const ProjectScope *scope = nullptr;
-  std::vector<const Rule *> rules;
+  std::vector<const Rule *> rules;  // the selected rules; the finalizers always run after them
   std::vector<std::string> extraArgs;
   unsigned jobs = 1;
   PchCache *pch = nullptr;  // null: every file parses torch's headers in full

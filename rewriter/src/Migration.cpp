@@ -1,9 +1,13 @@
 #include "Migration.h"
 
+#include "Analysis.h"
 #include "EditText.h"
+#include "Rule.h"
 
 #include <clang/AST/ParentMapContext.h>
+#include <llvm/Support/ErrorHandling.h>
 #include <llvm/Support/Path.h>
+#include <algorithm>
 
 using namespace clang;
 using namespace clang::ast_matchers;
@@ -38,6 +42,23 @@ bool ProjectFiles::contains(SourceLocation loc) const {
   return result;
 }
 
+// One registration of a rule's matcher: runs the rule's callback as that rule.
+class Migration::Callback : public MatchFinder::MatchCallback {
+ public:
+  Callback(Migration &m, const Rule *rule, OnMatch onMatch) : m_(m), rule_(rule), onMatch_(std::move(onMatch)) {}
+  void run(const MatchFinder::MatchResult &result) override {
+    m_.rule_ = rule_;
+    onMatch_(result.Nodes);
+    m_.rule_ = nullptr;
+  }
+  StringRef getID() const override { return rule_->name; }  // MatchFinder's per-callback profile
+
+ private:
+  Migration &m_;
+  const Rule *rule_;
+  OnMatch onMatch_;
+};
+
 Migration::Migration(ASTContext &ctx, const ProjectScope &scope, UnitResult &out)
     : ctx(ctx), sm(ctx.getSourceManager()), lang(ctx.getLangOpts()), project_(sm, scope), out_(out) {
   // Only the declarations this file itself parsed (noload_decls: those a PCH holds stay on disk), and
@@ -48,18 +69,42 @@ Migration::Migration(ASTContext &ctx, const ProjectScope &scope, UnitResult &out
   ctx.setTraversalScope(projectDecls_);
 }
 
-void Migration::forEachMatch(const internal::Matcher<Stmt> &matcher,
-                             llvm::function_ref<void(const BoundNodes &)> onMatch) {
-  auto all = decl(forEachDescendant(stmt(matcher)));
-  for (const Decl *d : projectDecls_)
-    for (const BoundNodes &nodes : match(all, *d, ctx)) onMatch(nodes);
+Migration::~Migration() = default;
+
+void Migration::onMatch(const StatementMatcher &matcher, OnMatch onMatch) {
+  callbacks_.push_back(std::make_unique<Callback>(*this, rule_, std::move(onMatch)));
+  finder_.addMatcher(matcher, callbacks_.back().get());
 }
 
-void Migration::forEachMatch(const internal::Matcher<Decl> &matcher,
-                             llvm::function_ref<void(const BoundNodes &)> onMatch) {
-  auto all = decl(eachOf(matcher, forEachDescendant(decl(matcher))));
-  for (const Decl *d : projectDecls_)
-    for (const BoundNodes &nodes : match(all, *d, ctx)) onMatch(nodes);
+void Migration::onMatch(const DeclarationMatcher &matcher, OnMatch onMatch) {
+  callbacks_.push_back(std::make_unique<Callback>(*this, rule_, std::move(onMatch)));
+  finder_.addMatcher(matcher, callbacks_.back().get());
+}
+
+void Migration::atEnd(std::function<void()> step) { endSteps_.emplace_back(rule_, std::move(step)); }
+
+void Migration::run(const std::vector<const Rule *> &steps) {
+  for (const Rule *rule : steps) {
+    rule_ = rule;
+    rule->registerMatchers(*this);
+  }
+  rule_ = nullptr;
+  // The one traversal: every rule's matchers, over the project's declarations only (the traversal
+  // scope), template instantiations included.
+  traversing_ = true;
+  finder_.matchAST(ctx);
+  traversing_ = false;
+  for (auto &[rule, step] : endSteps_) {
+    rule_ = rule;
+    step();
+  }
+  rule_ = nullptr;
+  // Edits in rule order, each rule's in the order it made them: insertions at one offset are joined
+  // in this order (Output.cpp), as when every rule ran by itself.
+  std::map<std::string, size_t> order;
+  for (size_t i = 0; i < steps.size(); ++i) order.emplace(steps[i]->name, i);
+  std::stable_sort(out_.edits.begin(), out_.edits.end(),
+                   [&](const Edit &a, const Edit &b) { return order[a.rule] < order[b.rule]; });
 }
 
 bool Migration::replace(CharSourceRange range, StringRef text) {
@@ -76,7 +121,7 @@ bool Migration::replace(CharSourceRange range, StringRef text) {
   edit.offset = sm.getFileOffset(begin);
   edit.length = sm.getFileOffset(end) - edit.offset;
   edit.text = text.str();
-  edit.rule = currentRule;
+  edit.rule = rule_ ? rule_->name : "";
   edit.line = sm.getSpellingLineNumber(begin);
   edit.column = sm.getSpellingColumnNumber(begin);
   out_.edits.push_back(std::move(edit));
@@ -88,15 +133,6 @@ bool Migration::insert(SourceLocation at, StringRef text) {
   return replace(CharSourceRange::getCharRange(at, at), text);
 }
 
-bool Migration::edited(SourceLocation loc) const {
-  if (loc.isMacroID()) return false;
-  unsigned offset = sm.getFileOffset(loc);
-  StringRef file = sm.getFileEntryRefForID(sm.getFileID(loc))->getName();
-  for (const Edit &e : out_.edits)
-    if (e.file == file && offset >= e.offset && offset < e.offset + std::max(e.length, 1u)) return true;
-  return false;
-}
-
 void Migration::report(SourceLocation loc, const Twine &reason, const Twine &suggestion,
                        Finding::Level level) {
   loc = sm.getExpansionLoc(loc);  // for a macro, where the user wrote it
@@ -105,7 +141,7 @@ void Migration::report(SourceLocation loc, const Twine &reason, const Twine &sug
     f.file = entry->getName().str();
   f.line = sm.getSpellingLineNumber(loc);
   f.column = sm.getSpellingColumnNumber(loc);
-  f.rule = currentRule;
+  f.rule = rule_ ? rule_->name : "";
   f.reason = reason.str();
   f.suggestion = suggestion.str();
   f.level = level;
@@ -120,24 +156,85 @@ const FunctionDecl *Migration::asWrittenFunction(const FunctionDecl *fn) {
   return fn;
 }
 
-const FunctionDecl *Migration::enclosingFunction(const Stmt &node) {
-  DynTypedNodeList parents = ctx.getParents(node);
-  while (!parents.empty()) {
-    const DynTypedNode &parent = parents[0];
-    if (const auto *fn = parent.get<FunctionDecl>()) {
-      const auto *method = dyn_cast<CXXMethodDecl>(fn);
-      if (!method || !method->getParent()->isLambda()) return asWrittenFunction(fn);
-    }
-    parents = ctx.getParents(parent);
-  }
-  return nullptr;
+const FunctionDecl *Migration::enclosingFunction(const Stmt &node) { return accmigrate::enclosingFunction(node, ctx); }
+
+void Migration::access(Fact fact, bool write) {
+  if (!rule_ || !((write ? rule_->produces : rule_->consumes) & fact))
+    llvm::report_fatal_error(llvm::Twine("acc-migrate: rule '") + (rule_ ? rule_->name : "(none)") + "' " +
+                                 (write ? "writes" : "reads") + " the fact '" + factName(fact) +
+                                 "' without declaring it (Rule::" + (write ? "produces" : "consumes") +
+                                 " in RuleRegistry.cpp)",
+                             /*gen_crash_diag=*/false);
+  // During the traversal a fact holds only what the matches so far found.
+  if (!write && traversing_)
+    llvm::report_fatal_error(llvm::Twine("acc-migrate: rule '") + rule_->name + "' reads the fact '" +
+                                 factName(fact) + "' while matching; read facts in an end step (Migration::atEnd)",
+                             /*gen_crash_diag=*/false);
 }
 
 void Migration::useAccelerator(const FunctionDecl *fn) {
+  access(AcceleratorUsers, /*write=*/true);
   fn = asWrittenFunction(fn);
-  if (fn && std::find(users_.begin(), users_.end(), fn) == users_.end()) users_.push_back(fn);
+  std::vector<const FunctionDecl *> &users = facts_.acceleratorUsers;
+  if (fn && std::find(users.begin(), users.end(), fn) == users.end()) users.push_back(fn);
 }
 
-void Migration::noteUsesAcc(SourceLocation loc) { filesUsingAcc_.insert(sm.getFileID(sm.getFileLoc(loc))); }
+const std::vector<const FunctionDecl *> &Migration::acceleratorUsers() {
+  access(AcceleratorUsers, /*write=*/false);
+  return facts_.acceleratorUsers;
+}
+
+bool Migration::usesAccelerator(const FunctionDecl *fn) {
+  const std::vector<const FunctionDecl *> &users = acceleratorUsers();
+  return fn && std::find(users.begin(), users.end(), fn) != users.end();
+}
+
+void Migration::addAcceleratorOption(StringRef setter) {
+  access(AcceleratorOptions, /*write=*/true);
+  facts_.acceleratorOptions.insert(setter.str());
+}
+
+const std::set<std::string> &Migration::acceleratorOptions() {
+  access(AcceleratorOptions, /*write=*/false);
+  return facts_.acceleratorOptions;
+}
+
+void Migration::notePrepared(const VarDecl *model) {
+  access(PreparedModels, /*write=*/true);
+  facts_.preparedModels.insert(model);
+}
+
+bool Migration::isPrepared(const VarDecl *model) {
+  access(PreparedModels, /*write=*/false);
+  return facts_.preparedModels.count(model) > 0;
+}
+
+void Migration::noteUsesAcc(SourceLocation loc) {
+  access(FilesUsingAcc, /*write=*/true);
+  facts_.filesUsingAcc.insert(sm.getFileID(sm.getFileLoc(loc)));
+}
+
+const std::set<FileID> &Migration::filesUsingAcc() {
+  access(FilesUsingAcc, /*write=*/false);
+  return facts_.filesUsingAcc;
+}
+
+void Migration::noteRewrittenPrint(SourceLocation statement) {
+  access(RewrittenPrints, /*write=*/true);
+  facts_.rewrittenPrints.insert(statement);
+}
+
+bool Migration::isRewrittenPrint(SourceLocation statement) {
+  access(RewrittenPrints, /*write=*/false);
+  return facts_.rewrittenPrints.count(statement) > 0;
+}
+
+void runRules(ASTContext &ctx, const ProjectScope &scope, const std::vector<const Rule *> &rules,
+              UnitResult &out) {
+  Migration migration(ctx, scope, out);
+  std::vector<const Rule *> steps = rules;
+  for (const Rule &finalizer : allFinalizers()) steps.push_back(&finalizer);
+  migration.run(steps);
+}
 
 }  // namespace accmigrate

@@ -1,14 +1,15 @@
 // The state of migrating one translation unit: the AST, which code belongs to the project, the
-// edits and findings the rules produce, and what the rules learned that later rules need (which
-// functions use the accelerator, which models get prepared).
+// edits and findings the rules produce, and the facts (Facts.h) they declare and share.
 #pragma once
+#include "Facts.h"
 #include "Result.h"
 
 #include <clang/AST/ASTContext.h>
 #include <clang/ASTMatchers/ASTMatchFinder.h>
-#include <llvm/ADT/STLFunctionalExtras.h>
 #include <llvm/ADT/Twine.h>
+#include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -40,25 +41,33 @@ class ProjectFiles {
   mutable std::map<clang::FileID, bool> cache_;
 };
 
+struct Rule;
+
 class Migration {
  public:
   Migration(clang::ASTContext &ctx, const ProjectScope &scope, UnitResult &out);
+  ~Migration();
 
   clang::ASTContext &ctx;
   const clang::SourceManager &sm;
   const clang::LangOptions &lang;
 
-  // The rule whose edits and findings are being recorded (set by the registry while it runs one).
-  std::string currentRule;
-
   bool inProject(clang::SourceLocation loc) const { return project_.contains(loc); }
 
-  // Runs `matcher` over the project's declarations only (never over torch's headers) and calls
-  // `onMatch` for every match. Template instantiations are visited: their types are concrete.
-  void forEachMatch(const clang::ast_matchers::internal::Matcher<clang::Stmt> &matcher,
-                    llvm::function_ref<void(const clang::ast_matchers::BoundNodes &)> onMatch);
-  void forEachMatch(const clang::ast_matchers::internal::Matcher<clang::Decl> &matcher,
-                    llvm::function_ref<void(const clang::ast_matchers::BoundNodes &)> onMatch);
+  // What a rule's registerMatchers does (Rule.h), once per unit:
+  // - onMatch: `matcher` joins the unit's one MatchFinder, and `onMatch` runs, as this rule, for
+  //   every match of the one traversal of the project's declarations (never torch's headers;
+  //   template instantiations included: their types are concrete). The matcher says what the rule
+  //   looks for, types included (Matchers.h), so that the callback gets only that.
+  // - atEnd: `step` runs, as this rule, after the traversal: the rules' end steps in rule order, then
+  //   the finalizers'. Decisions that need every match, or a fact, are made there.
+  using OnMatch = std::function<void(const clang::ast_matchers::BoundNodes &)>;
+  void onMatch(const clang::ast_matchers::StatementMatcher &matcher, OnMatch onMatch);
+  void onMatch(const clang::ast_matchers::DeclarationMatcher &matcher, OnMatch onMatch);
+  void atEnd(std::function<void()> step);
+
+  // Registers `steps` (rules, then finalizers), runs the traversal, then the end steps.
+  void run(const std::vector<const Rule *> &steps);
 
   // Edits. Each returns false (and reports why) when the range is inside a macro expansion or outside
   // the project; `what` is the change shown to the user in that report.
@@ -80,29 +89,47 @@ class Migration {
   const clang::FunctionDecl *enclosingFunction(const clang::Stmt &node);
   static const clang::FunctionDecl *asWrittenFunction(const clang::FunctionDecl *fn);
 
-  // Rules that write `accelerator.` call this so that one is created in (or passed to) `fn`.
+  // Facts (Facts.h). Each accessor checks that the running rule declares the fact: writers in
+  // Rule::produces, readers in Rule::consumes; a rule that does not stops the tool with an error
+  // naming both (a bug in the rule's entry, caught by any test that runs it).
+  //
+  // accelerator-users: rules that write `accelerator.` into `fn` call useAccelerator(fn), so that
+  // create-accelerator declares one there (or passes it in).
   void useAccelerator(const clang::FunctionDecl *fn);
-  const std::vector<const clang::FunctionDecl *> &acceleratorUsers() const { return users_; }
-
-  // AcceleratorOptions setters (`step_scheduler_with_optimizer(false)`) that the accelerators this
-  // unit declares are created with.
-  std::set<std::string> acceleratorOptions;
-
-  // Models whose placement accelerator.prepare takes over (their `.to(device)` can go).
-  std::set<const clang::VarDecl *> preparedModels;
-
-  // Files that got an edit using the acc API (they need #include <acc/acc.h>).
-  const std::set<clang::FileID> &filesUsingAcc() const { return filesUsingAcc_; }
-  void noteUsesAcc(clang::SourceLocation loc);
-
-  bool edited(clang::SourceLocation loc) const;  // some edit touches `loc` already
+  const std::vector<const clang::FunctionDecl *> &acceleratorUsers();
+  bool usesAccelerator(const clang::FunctionDecl *fn);
+  // accelerator-options: AcceleratorOptions setters (`step_scheduler_with_optimizer(false)`) that
+  // the accelerators this unit declares are created with.
+  void addAcceleratorOption(llvm::StringRef setter);
+  const std::set<std::string> &acceleratorOptions();
+  // prepared-models: models an inserted accelerator.prepare takes over (their `.to(device)` can go).
+  void notePrepared(const clang::VarDecl *model);
+  bool isPrepared(const clang::VarDecl *model);
+  // files-using-acc: written by replace()/insert() when the new text spells the acc API.
+  const std::set<clang::FileID> &filesUsingAcc();
+  // rewritten-prints: statements (by where they begin) rewritten to print on the main process.
+  void noteRewrittenPrint(clang::SourceLocation statement);
+  bool isRewrittenPrint(clang::SourceLocation statement);
 
  private:
+  class Callback;
+  void access(Fact fact, bool write);  // the check above
+  void noteUsesAcc(clang::SourceLocation loc);
+
   ProjectFiles project_;
   UnitResult &out_;
   std::vector<clang::Decl *> projectDecls_;  // top-level declarations in the project's files
-  std::vector<const clang::FunctionDecl *> users_;
-  std::set<clang::FileID> filesUsingAcc_;
+  const Rule *rule_ = nullptr;
+  Facts facts_;
+  std::vector<std::unique_ptr<Callback>> callbacks_;
+  clang::ast_matchers::MatchFinder finder_;
+  std::vector<std::pair<const Rule *, std::function<void()>>> endSteps_;
+  bool traversing_ = false;  // facts are read only in end steps
 };
+
+// Applies `rules` (in order), then every finalizer, to the parsed translation unit in `ctx`: their
+// edits and findings go to `out`.
+void runRules(clang::ASTContext &ctx, const ProjectScope &scope, const std::vector<const Rule *> &rules,
+              UnitResult &out);
 
 }  // namespace accmigrate

@@ -44,9 +44,12 @@ std::optional<int> parseOptions(int argc, const char **argv, Options &out) {
                                      cl::value_desc("file"), cl::cat(category));
   static cl::opt<std::string> sarif("sarif", cl::desc("Write findings and edits as SARIF 2.1.0"),
                                     cl::value_desc("file"), cl::cat(category));
-  static cl::opt<bool> listRules("list-rules", cl::desc("List the rules and exit"), cl::cat(category));
-  static cl::opt<std::string> rules("rules", cl::desc("Rules to apply: 'default', 'all', names, '-name' to drop "
-                                                      "one (e.g. --rules=-device-move, --rules=default,print-on-main-process)"),
+  static cl::opt<bool> listRules("list-rules", cl::desc("List the rules and the finalizers, and exit"),
+                                 cl::cat(category));
+  static cl::opt<std::string> rules("rules", cl::desc("Rules to apply: 'default', 'all', names (--rules=backward: that "
+                                                      "rule alone), '-name' to drop one (e.g. --rules=-device-move, "
+                                                      "--rules=default,print-on-main-process); the finalizers "
+                                                      "(create-accelerator, include-acc, cmake-link) always run"),
                                     cl::value_desc("list"), cl::cat(category));
   static cl::opt<std::string> pchCache("pch-cache", cl::desc("Directory of precompiled torch headers reused across runs "
                                                              "(default $ACC_MIGRATE_CACHE or ~/.cache/acc/migrate-pch)"),

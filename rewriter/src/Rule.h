@@ -1,7 +1,19 @@
-// A rule is data: a name (for --rules and reports), a one-line explanation (for --list-rules), and
-// the function that applies it to one translation unit. Each lives in rules/<name>.cpp and has its
-// own lit test, rewriter/test/<name>.cpp.
+// A rule is data: a name (for --rules and reports), a one-line explanation (for --list-rules), whether
+// it runs by default, the facts it produces and consumes (Facts.h), and the function that registers
+// its matchers (and end steps) for one translation unit: every rule's matchers join one MatchFinder,
+// which traverses the unit once. Each lives in rules/<Name>.cpp and has its own lit test,
+// rewriter/test/<name>.cpp, which runs it alone (--rules=<name>).
+//
+// Two kinds, two lists:
+// - rules (allRules): the per-match rewrites and reports; --rules selects them. They stand alone:
+//   what they need from other rules comes only through the facts they declare.
+// - finalizers (allFinalizers): create-accelerator, include-acc, cmake-link. They always run, after
+//   the selected rules, and turn the facts into edits and reports (declare the accelerator where
+//   it is used, include acc/acc.h, link acc). --rules cannot select or drop them.
 #pragma once
+#include "Facts.h"
+
+#include <llvm/ADT/StringRef.h>
 #include <string>
 #include <vector>
 
@@ -12,16 +24,27 @@ class Migration;
 struct Rule {
   const char *name;
   const char *summary;
-  bool enabledByDefault;
-  void (*apply)(Migration &);
+  bool enabledByDefault;  // finalizers always run
+  FactSet produces;       // facts it writes (Migration checks every write)
+  FactSet consumes;       // facts it reads (Migration checks every read)
+  // Sets the rule up on one translation unit: its matchers and end steps (Migration::onMatch, atEnd).
+  void (*registerMatchers)(Migration &);
 };
 
-// Every rule, in the order they run: rules that write `accelerator.` first, then the ones that
-// create the accelerator, prepare the objects and include the header, which depend on them.
+// The rules, in the order they run: a rule runs after the rules producing the facts it consumes.
 const std::vector<Rule> &allRules();
 
-// Resolves a --rules value ("all", "default", "a,b", "-c", "default,-c,+d") against allRules().
-// Returns false with `error` naming the unknown rule.
+// The finalizers, in the order they run (after every selected rule).
+const std::vector<Rule> &allFinalizers();
+
+// The rule or finalizer named `name`, or null.
+const Rule *findRule(llvm::StringRef name);
+bool isFinalizer(const Rule &rule);
+
+// Resolves a --rules value ("all", "default", "a,b", "-c", "default,-c,+d") against allRules(): a
+// list that starts with a name selects only the names given (`--rules=backward`: that rule alone), a
+// list that starts with `-name` removes from the default set. Returns false with `error` naming an
+// unknown rule (and the valid names) or a finalizer (which cannot be selected).
 bool selectRules(const std::string &spec, std::vector<const Rule *> &selected, std::string &error);
 
 }  // namespace accmigrate

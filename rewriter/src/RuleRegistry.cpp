@@ -1,73 +1,119 @@
 #include "Rule.h"
 
-#include <llvm/ADT/StringRef.h>
 #include <llvm/ADT/SmallVector.h>
+#include <llvm/ADT/StringRef.h>
 
 namespace accmigrate {
 
-void applyDataLoader(Migration &);
-void applyBackward(Migration &);
-void applyClipGrad(Migration &);
-void applyDeviceDeclaration(Migration &);
-void applyPrepare(Migration &);
-void applyDeviceMove(Migration &);
-void applyOptimizerDeclaration(Migration &);
-void applySchedulerDeclaration(Migration &);
-void applySaveOnMainProcess(Migration &);
-void applyPrintOnMainProcess(Migration &);
-void applyPrintInLoop(Migration &);
-void applyNoDataLoader(Migration &);
-void applyDatasetSizeDivision(Migration &);
-void applyViewBatchSize(Migration &);
-void applyStaticCuda(Migration &);
-void applyCudaInFactory(Migration &);
-void applyCreateAccelerator(Migration &);
-void applyIncludeAcc(Migration &);
-void applyCmakeLink(Migration &);
+void registerDataLoader(Migration &);
+void registerBackward(Migration &);
+void registerClipGrad(Migration &);
+void registerDeviceDeclaration(Migration &);
+void registerPrepare(Migration &);
+void registerDeviceMove(Migration &);
+void registerOptimizerDeclaration(Migration &);
+void registerSchedulerDeclaration(Migration &);
+void registerSaveOnMainProcess(Migration &);
+void registerPrintOnMainProcess(Migration &);
+void registerPrintInLoop(Migration &);
+void registerNoDataLoader(Migration &);
+void registerDatasetSizeDivision(Migration &);
+void registerViewBatchSize(Migration &);
+void registerStaticCuda(Migration &);
+void registerCudaInFactory(Migration &);
+void registerCreateAccelerator(Migration &);
+void registerIncludeAcc(Migration &);
+void registerCmakeLink(Migration &);
+
+const char *factName(Fact fact) {
+  switch (fact) {
+    case AcceleratorUsers: return "accelerator-users";
+    case AcceleratorOptions: return "accelerator-options";
+    case PreparedModels: return "prepared-models";
+    case FilesUsingAcc: return "files-using-acc";
+    case RewrittenPrints: return "rewritten-prints";
+  }
+  return "?";
+}
+
+// Facts, shortened for the table below.
+constexpr FactSet kUsers = AcceleratorUsers, kOptions = AcceleratorOptions, kPrepared = PreparedModels,
+                  kAcc = FilesUsingAcc, kPrints = RewrittenPrints, kNone = 0;
 
 const std::vector<Rule> &allRules() {
+  // name, summary, on by default, produces, consumes, registerMatchers
   static const std::vector<Rule> rules = {
       {"data-loader", "torch::data::make_data_loader(...) becomes accelerator.prepare_data_loader(...)", true,
-       applyDataLoader},
-      {"backward", "loss.backward(...) becomes accelerator.backward(loss, ...)", true, applyBackward},
+       kUsers | kAcc, kNone, registerDataLoader},
+      {"backward", "loss.backward(...) becomes accelerator.backward(loss, ...)", true, kUsers | kAcc, kNone,
+       registerBackward},
       {"clip-grad", "torch::nn::utils::clip_grad_norm_/clip_grad_value_ become the accelerator's", true,
-       applyClipGrad},
-      {"device-declaration", "the training device becomes accelerator.device()", true, applyDeviceDeclaration},
+       kUsers | kAcc, kNone, registerClipGrad},
+      {"device-declaration", "the training device becomes accelerator.device()", true, kUsers | kAcc, kNone,
+       registerDeviceDeclaration},
       {"prepare", "accelerator.prepare(models..., optimizers..., schedulers...) before the training loop", true,
-       applyPrepare},
+       kUsers | kPrepared | kAcc, kNone, registerPrepare},
       {"device-move", "removes .to(device)/.cuda() of prepared models and loader batches; keeps dtype and CPU moves",
-       true, applyDeviceMove},
-      {"optimizer-declaration", "optimizers are created as acc::Optimizer<T>", true, applyOptimizerDeclaration},
-      {"scheduler-declaration", "LR schedulers are created as acc::Scheduler<T>", true, applySchedulerDeclaration},
+       true, kUsers | kAcc, kPrepared, registerDeviceMove},
+      {"optimizer-declaration", "optimizers are created as acc::Optimizer<T>", true, kAcc, kNone,
+       registerOptimizerDeclaration},
+      {"scheduler-declaration", "LR schedulers are created as acc::Scheduler<T>", true, kOptions | kAcc, kNone,
+       registerSchedulerDeclaration},
       {"save-on-main-process", "torch::save(...) runs after wait_for_everyone() on the main process only", true,
-       applySaveOnMainProcess},
+       kUsers | kAcc, kNone, registerSaveOnMainProcess},
       {"print-on-main-process", "std::cout << ... << std::endl in training loops becomes accelerator.print(...)", false,
-       applyPrintOnMainProcess},
-      {"print-in-loop", "reports std::cout/printf in training loops (they print once per process)", true,
-       applyPrintInLoop},
+       kPrints | kAcc, kUsers, registerPrintOnMainProcess},
+      {"print-in-loop", "reports std::cout/printf in training loops (they print once per process)", true, kNone,
+       kUsers | kPrints, registerPrintInLoop},
       {"no-data-loader", "reports training loops that batch without a DataLoader (every process gets all data)", true,
-       applyNoDataLoader},
+       kNone, kNone, registerNoDataLoader},
       {"dataset-size-division", "reports counts divided by the whole dataset's size (each process sees a shard)",
-       true, applyDatasetSizeDivision},
+       true, kNone, kNone, registerDatasetSizeDivision},
       {"view-batch-size", "reports view/reshape({batch_size, ...}) on loader batches (batches can be short)", true,
-       applyViewBatchSize},
-      {"static-cuda", "reports static variables created on CUDA (before main and the accelerator)", true,
-       applyStaticCuda},
+       kNone, kNone, registerViewBatchSize},
+      {"static-cuda", "reports static variables created on CUDA (before main and the accelerator)", true, kNone,
+       kNone, registerStaticCuda},
       {"cuda-in-factory", "reports torch::kCUDA passed to factories and loaders (every process on cuda:0)", true,
-       applyCudaInFactory},
-      {"create-accelerator", "declares acc::Accelerator accelerator; where it is used, or passes it in", true,
-       applyCreateAccelerator},
-      {"include-acc", "#include <acc/acc.h> once in each file that uses acc", true, applyIncludeAcc},
-      {"cmake-link", "reports the CMake targets that build migrated files (find_package(acc), link acc::acc)", true,
-       applyCmakeLink},
+       kNone, kNone, registerCudaInFactory},
   };
   return rules;
 }
 
+const std::vector<Rule> &allFinalizers() {
+  static const std::vector<Rule> finalizers = {
+      {"create-accelerator", "declares acc::Accelerator accelerator; where it is used, or passes it in", true, kAcc,
+       kUsers | kOptions, registerCreateAccelerator},
+      {"include-acc", "#include <acc/acc.h> once in each file that uses acc", true, kNone, kAcc, registerIncludeAcc},
+      {"cmake-link", "reports the CMake targets that build migrated files (find_package(acc), link acc::acc)", true,
+       kNone, kAcc, registerCmakeLink},
+  };
+  return finalizers;
+}
+
+bool isFinalizer(const Rule &rule) {
+  const std::vector<Rule> &finalizers = allFinalizers();
+  return &rule >= finalizers.data() && &rule < finalizers.data() + finalizers.size();
+}
+
+const Rule *findRule(llvm::StringRef name) {
+  for (const std::vector<Rule> *list : {&allRules(), &allFinalizers()})
+    for (const Rule &rule : *list)
+      if (name == rule.name) return &rule;
+  return nullptr;
+}
+
+// "data-loader, backward, ..., cuda-in-factory (and the sets `default`, `all`)"
+static std::string ruleNames() {
+  std::string names;
+  for (const Rule &rule : allRules()) names += (names.empty() ? "" : ", ") + std::string(rule.name);
+  return names + " (and the sets `default`, `all`)";
+}
+
 bool selectRules(const std::string &spec, std::vector<const Rule *> &selected, std::string &error) {
-  std::vector<bool> on(allRules().size(), false);
+  const std::vector<Rule> &rules = allRules();
+  std::vector<bool> on(rules.size(), false);
   auto setDefault = [&] {
-    for (size_t i = 0; i < on.size(); ++i) on[i] = allRules()[i].enabledByDefault;
+    for (size_t i = 0; i < on.size(); ++i) on[i] = rules[i].enabledByDefault;
   };
   llvm::SmallVector<llvm::StringRef> parts;
   llvm::StringRef(spec).split(parts, ',', -1, /*KeepEmpty=*/false);
@@ -80,18 +126,23 @@ bool selectRules(const std::string &spec, std::vector<const Rule *> &selected, s
     if (part == "default") { setDefault(); continue; }
     bool found = false;
     for (size_t i = 0; i < on.size(); ++i)
-      if (part == "all" || part == allRules()[i].name) {
+      if (part == "all" || part == rules[i].name) {
         on[i] = enable;
         found = true;
       }
-    if (!found) {
-      error = "unknown rule '" + part.str() + "'; `acc-migrate --list-rules` shows the rules";
+    if (found) continue;
+    const Rule *finalizer = findRule(part);
+    if (finalizer && isFinalizer(*finalizer)) {
+      error = "'" + part.str() + "' is a finalizer: it always runs, after the rules, and cannot be selected or "
+              "turned off; the rules are: " + ruleNames();
       return false;
     }
+    error = "unknown rule '" + part.str() + "'; `acc-migrate --list-rules` shows the rules: " + ruleNames();
+    return false;
   }
   selected.clear();
   for (size_t i = 0; i < on.size(); ++i)
-    if (on[i]) selected.push_back(&allRules()[i]);
+    if (on[i]) selected.push_back(&rules[i]);
   return true;
 }
 

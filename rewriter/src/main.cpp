@@ -103,10 +103,14 @@ void sortFindings(std::vector<Finding> &findings) {
 
 int listRules() {
   size_t width = 0;
-  for (const Rule &rule : allRules()) width = std::max(width, strlen(rule.name));
+  for (const std::vector<Rule> *list : {&allRules(), &allFinalizers()})
+    for (const Rule &rule : *list) width = std::max(width, strlen(rule.name));
   for (const Rule &rule : allRules())
     llvm::outs() << llvm::left_justify(rule.name, width) << "  " << (rule.enabledByDefault ? "   " : "off")
                  << "  " << rule.summary << "\n";
+  llvm::outs() << "finalizers (always run, after the rules, on the facts they produce):\n";
+  for (const Rule &finalizer : allFinalizers())
+    llvm::outs() << llvm::left_justify(finalizer.name, width) << "       " << finalizer.summary << "\n";
   return ExitOk;
 }
 
@@ -173,7 +177,9 @@ int main(int argc, const char **argv) {
     llvm::errs() << "acc-migrate: error: " << error << "\n";
     status = ExitSomeFilesFailed;
   }
-  if (!options.sarifFile.empty() && !writeSarif(run, config.rules, options.sarifFile, error)) {
+  std::vector<const Rule *> ran = config.rules;
+  for (const Rule &finalizer : allFinalizers()) ran.push_back(&finalizer);
+  if (!options.sarifFile.empty() && !writeSarif(run, ran, options.sarifFile, error)) {
     llvm::errs() << "acc-migrate: error: " << error << "\n";
     status = ExitSomeFilesFailed;
   }

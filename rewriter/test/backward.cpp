@@ -1,4 +1,4 @@
-// RUN: %acc-migrate %s -- %stub-flags | FileCheck %s
+// RUN: %acc-migrate --rules=backward %s -- %stub-flags | FileCheck %s
 #include <torch/torch.h>
 
 struct Grad { void backward() {} };  // not a tensor: untouched

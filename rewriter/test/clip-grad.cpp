@@ -1,4 +1,4 @@
-// RUN: %acc-migrate %s -- %stub-flags | FileCheck %s
+// RUN: %acc-migrate --rules=clip-grad %s -- %stub-flags | FileCheck %s
 #include <torch/torch.h>
 
 void step(torch::nn::Linear &model) {

@@ -1,4 +1,6 @@
-// RUN: %acc-migrate %s -- %stub-flags | FileCheck %s
+// create-accelerator is a finalizer: it always runs, on the fact accelerator-users, here produced by
+// backward (the only rule this test selects).
+// RUN: %acc-migrate --rules=backward %s -- %stub-flags | FileCheck %s
 #include <torch/torch.h>
 
 struct NetImpl : torch::nn::Module {

@@ -1,4 +1,4 @@
-// RUN: %acc-migrate %s -- %stub-flags 2>&1 >/dev/null | FileCheck %s
+// RUN: %acc-migrate --rules=cuda-in-factory %s -- %stub-flags 2>&1 >/dev/null | FileCheck %s
 #include <torch/torch.h>
 
 torch::Tensor noise(int64_t n) {

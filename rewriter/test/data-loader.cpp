@@ -1,4 +1,4 @@
-// RUN: %acc-migrate %s -- %stub-flags | FileCheck %s
+// RUN: %acc-migrate --rules=data-loader %s -- %stub-flags | FileCheck %s
 #include <torch/torch.h>
 
 struct Data : torch::data::datasets::Dataset<Data> {};

@@ -1,4 +1,4 @@
-// RUN: %acc-migrate %s -- %stub-flags 2>&1 >/dev/null | FileCheck %s
+// RUN: %acc-migrate --rules=dataset-size-division %s -- %stub-flags 2>&1 >/dev/null | FileCheck %s
 #include <torch/torch.h>
 
 struct Digits : torch::data::datasets::Dataset<Digits> {};

@@ -1,4 +1,7 @@
-// RUN: %acc-migrate %s -- %stub-flags | FileCheck %s
+// RUN: %acc-migrate --rules=device-move %s -- %stub-flags | FileCheck --check-prefixes=CHECK,ALONE %s
+// A model's move goes only when an inserted accelerator.prepare places it: device-move consumes the
+// fact prepared-models, which the prepare rule produces.
+// RUN: %acc-migrate --rules=prepare,device-move %s -- %stub-flags | FileCheck --check-prefixes=CHECK,PREPARED %s
 #include <torch/torch.h>
 
 struct NetImpl : torch::nn::Module {
@@ -15,7 +18,8 @@ int main() {
   torch::Device device(torch::kCUDA);
   auto model = std::make_shared<NetImpl>();
   model->to(device);
-  // CHECK: {{^}}-  model->to(device);
+  // PREPARED: {{^}}-  model->to(device);
+  // ALONE-NOT: {{^}}-  model->to(device);
   auto frozen = std::make_shared<NetImpl>();  // not prepared (no optimizer): keeps its move
   frozen->to(device);
   // CHECK-NOT: {{^}}-  frozen->to(device);
@@ -55,7 +59,10 @@ int main() {
 void dtype_kept() {
   auto net = std::make_shared<NetImpl>();
   net->to(torch::Device(torch::kCUDA), torch::kF64);
-  // CHECK: {{^}}-  net->to(torch::Device(torch::kCUDA), torch::kF64);
-  // CHECK-NEXT: {{^}}+  net->to(torch::kF64);
+  // PREPARED: {{^}}-  net->to(torch::Device(torch::kCUDA), torch::kF64);
+  // PREPARED-NEXT: {{^}}+  net->to(torch::kF64);
+  // Not prepared: it keeps its move, to the process's device.
+  // ALONE: {{^}}-  net->to(torch::Device(torch::kCUDA), torch::kF64);
+  // ALONE-NEXT: {{^}}+  net->to(accelerator.device(), torch::kF64);
   torch::optim::Adam opt(net->parameters());
 }

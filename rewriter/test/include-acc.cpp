@@ -1,4 +1,6 @@
-// RUN: %acc-migrate %s -- %stub-flags | FileCheck %s
+// include-acc is a finalizer: it always runs, on the fact files-using-acc, here produced by backward
+// (the only rule this test selects).
+// RUN: %acc-migrate --rules=backward %s -- %stub-flags | FileCheck %s
 // The include goes after the last include of the file's leading block, once.
 #include <torch/torch.h>
 #include <vector>

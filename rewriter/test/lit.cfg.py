@@ -1,5 +1,5 @@
-# lit configuration of acc-migrate's tests: one test file per rule (named after it), plus CLI,
-# output-mode and real-torch tests. Most tests parse against Inputs/stub (tiny torch/acc headers).
+# lit configuration of acc-migrate's tests: one test file per rule (named after it, running it alone),
+# plus CLI, output-mode and real-torch tests. Most tests parse against Inputs/stub (tiny torch/acc headers).
 import os
 import sys
 import lit.formats
@@ -7,7 +7,7 @@ import lit.formats
 config.name = "acc-migrate"
 config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".cpp", ".test"]
-config.excludes = ["Inputs"]
+config.excludes = ["Inputs", "unit"]  # unit/: GoogleTest sources (ctest rewriter-unit.*)
 config.test_source_root = os.path.dirname(__file__)
 
 stub = os.path.join(config.test_source_root, "Inputs", "stub")

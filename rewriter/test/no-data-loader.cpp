@@ -1,4 +1,4 @@
-// RUN: %acc-migrate %s -- %stub-flags 2>&1 >/dev/null | FileCheck %s
+// RUN: %acc-migrate --rules=no-data-loader %s -- %stub-flags 2>&1 >/dev/null | FileCheck %s
 #include <torch/torch.h>
 
 struct Numbers : torch::data::datasets::Dataset<Numbers> {};

@@ -1,9 +1,15 @@
 // A scheduler stepped once per epoch (outside the loop of the optimizer's step) must step once per
 // call, not once per process: the accelerator is created with step_scheduler_with_optimizer(false).
-// RUN: %acc-migrate %s -- %stub-flags 2>%t.err | FileCheck %s
+// scheduler-declaration produces that option (the fact accelerator-options); the create-accelerator
+// finalizer writes it into the accelerator of each function that uses one (accelerator-users: here
+// main, through backward's edit).
+// RUN: %acc-migrate --rules=scheduler-declaration,backward %s -- %stub-flags 2>%t.err | FileCheck %s
 // RUN: FileCheck --check-prefix=NOTE %s < %t.err
 // Stepped with the optimizer (inside its loop): Accelerate's default stays.
-// RUN: %acc-migrate %s -- %stub-flags -DPER_BATCH | FileCheck --check-prefix=PER-BATCH %s
+// RUN: %acc-migrate --rules=scheduler-declaration,backward %s -- %stub-flags -DPER_BATCH | FileCheck --check-prefix=PER-BATCH %s
+// Alone: the note, and no accelerator (nothing uses one).
+// RUN: %acc-migrate --rules=scheduler-declaration %s -- %stub-flags 2>&1 | FileCheck --check-prefixes=ALONE,NOTE %s
+// ALONE-NOT: {{^}}+{{.*}}acc::Accelerator accelerator
 #include <torch/torch.h>
 
 struct Data : torch::data::datasets::Dataset<Data> {};

@@ -1,4 +1,4 @@
-// RUN: %acc-migrate %s -- %stub-flags 2>&1 >/dev/null | FileCheck %s
+// RUN: %acc-migrate --rules=static-cuda %s -- %stub-flags 2>&1 >/dev/null | FileCheck %s
 #include <torch/torch.h>
 
 static const torch::Tensor eps = torch::tensor(1e-16f).to(torch::kCUDA);

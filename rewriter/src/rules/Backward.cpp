@@ -1,7 +1,7 @@
 // backward: `loss.backward(args...)` on a tensor becomes `accelerator.backward(loss, args...)`, which
 // scales the loss for mixed precision and gradient accumulation and lets DDP overlap its all-reduce.
+#include "Matchers.h"
 #include "Migration.h"
-#include "TorchTypes.h"
 
 #include <clang/AST/ExprCXX.h>
 #include <clang/ASTMatchers/ASTMatchers.h>
@@ -9,14 +9,14 @@
 
 using namespace clang;
 using namespace clang::ast_matchers;
+using namespace accmigrate::matchers;
 
 namespace accmigrate {
 
-void applyBackward(Migration &m) {
-  m.forEachMatch(cxxMemberCallExpr(callee(cxxMethodDecl(hasName("backward")))).bind("call"),
-                 [&](const BoundNodes &nodes) {
+void registerBackward(Migration &m) {
+  auto tensorBackward = cxxMemberCallExpr(callee(cxxMethodDecl(hasName("backward"), ofClass(derivesFromClass("at::TensorBase")))));
+  m.onMatch(tensorBackward.bind("call"), [&m](const BoundNodes &nodes) {
     const auto *call = nodes.getNodeAs<CXXMemberCallExpr>("call");
-    if (!derivesFrom(call->getMethodDecl()->getParent(), "at::TensorBase")) return;
     const auto *member = dyn_cast<MemberExpr>(call->getCallee()->IgnoreParens());
     const Expr *object = call->getImplicitObjectArgument()->IgnoreImpCasts();
     std::string loss = m.text(object->getSourceRange());

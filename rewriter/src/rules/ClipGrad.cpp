@@ -10,10 +10,10 @@ using namespace clang::ast_matchers;
 
 namespace accmigrate {
 
-void applyClipGrad(Migration &m) {
+void registerClipGrad(Migration &m) {
   auto clip = functionDecl(hasAnyName("::torch::nn::utils::clip_grad_norm_",
                                       "::torch::nn::utils::clip_grad_value_"));
-  m.forEachMatch(callExpr(callee(clip)).bind("call"), [&](const BoundNodes &nodes) {
+  m.onMatch(callExpr(callee(clip)).bind("call"), [&m](const BoundNodes &nodes) {
     const auto *call = nodes.getNodeAs<CallExpr>("call");
     const auto *ref = dyn_cast<DeclRefExpr>(call->getCallee()->IgnoreImpCasts());
     if (!ref) return;

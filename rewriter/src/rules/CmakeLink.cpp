@@ -48,7 +48,7 @@ bool findTarget(llvm::StringRef cmake, llvm::StringRef file, Target &out) {
 
 }  // namespace
 
-void applyCmakeLink(Migration &m) {
+static void applyCmakeLink(Migration &m) {
   for (FileID id : m.filesUsingAcc()) {
     OptionalFileEntryRef entry = m.sm.getFileEntryRefForID(id);
     if (!entry || id != m.sm.getMainFileID()) continue;  // headers are built by the sources that include them
@@ -77,5 +77,7 @@ void applyCmakeLink(Migration &m) {
     }
   }
 }
+
+void registerCmakeLink(Migration &m) { m.atEnd([&m] { applyCmakeLink(m); }); }
 
 }  // namespace accmigrate

@@ -2,7 +2,7 @@
 // training. A function that uses the accelerator but is called from another project function gets
 // it as a first parameter `acc::Accelerator& accelerator` instead, and its callers pass theirs, so
 // the program has one accelerator however its training code is split into functions. Options other
-// rules asked for (Migration::acceleratorOptions) go into its constructor.
+// rules asked for (the fact accelerator-options) go into its constructor.
 #include "Analysis.h"
 #include "EditText.h"
 #include "Migration.h"
@@ -12,6 +12,7 @@
 #include <clang/AST/TypeLoc.h>
 #include <clang/ASTMatchers/ASTMatchers.h>
 #include <map>
+#include <memory>
 
 using namespace clang;
 using namespace clang::ast_matchers;
@@ -41,7 +42,7 @@ void declareLocal(Migration &m, const FunctionDecl *fn) {
   std::string indent = body->body_empty() ? lineIndent(fn->getBeginLoc(), m.sm) + "  "
                                           : lineIndent(body->body_front()->getBeginLoc(), m.sm);
   std::string options;
-  for (const std::string &setter : m.acceleratorOptions) options += "." + setter;
+  for (const std::string &setter : m.acceleratorOptions()) options += "." + setter;
   std::string declaration = options.empty() ? "acc::Accelerator accelerator;"
                                             : "acc::Accelerator accelerator(acc::AcceleratorOptions()" + options + ");";
   m.insert(afterToken(body->getLBracLoc(), m.sm, m.lang), "\n" + indent + declaration);
@@ -69,18 +70,12 @@ void passArgument(Migration &m, const CallExpr *call) {
   m.insert(call->getRParenLoc(), "accelerator");
 }
 
-}  // namespace
+using CallSites = std::map<const FunctionDecl *, std::vector<const CallExpr *>>;
 
-void applyCreateAccelerator(Migration &m) {
+// Once every rule has said which functions use the accelerator.
+void declareOrPass(Migration &m, const CallSites &callsTo) {
   std::vector<const FunctionDecl *> users = m.acceleratorUsers();
   if (users.empty()) return;
-  // Call sites of project functions, by the function called (as written).
-  std::map<const FunctionDecl *, std::vector<const CallExpr *>> callsTo;
-  m.forEachMatch(callExpr(callee(functionDecl())).bind("call"), [&](const BoundNodes &nodes) {
-    const auto *call = nodes.getNodeAs<CallExpr>("call");
-    const FunctionDecl *callee = Migration::asWrittenFunction(call->getDirectCallee());
-    if (callee) callsTo[callee->getCanonicalDecl()].push_back(call);
-  });
 
   std::vector<const FunctionDecl *> passed;  // get the accelerator as a parameter
   for (size_t i = 0; i < users.size(); ++i) {
@@ -106,6 +101,19 @@ void applyCreateAccelerator(Migration &m) {
     if (std::find(passed.begin(), passed.end(), fn) != passed.end()) addParameter(m, fn);
     else declareLocal(m, fn);
   }
+}
+
+}  // namespace
+
+void registerCreateAccelerator(Migration &m) {
+  // Call sites of project functions, by the function called (as written).
+  auto callsTo = std::make_shared<CallSites>();
+  m.onMatch(callExpr(callee(functionDecl())).bind("call"), [callsTo](const BoundNodes &nodes) {
+    const auto *call = nodes.getNodeAs<CallExpr>("call");
+    const FunctionDecl *callee = Migration::asWrittenFunction(call->getDirectCallee());
+    if (callee) (*callsTo)[callee->getCanonicalDecl()].push_back(call);
+  });
+  m.atEnd([&m, callsTo] { declareOrPass(m, *callsTo); });
 }
 
 }  // namespace accmigrate

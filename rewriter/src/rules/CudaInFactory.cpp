@@ -4,6 +4,7 @@
 // accelerator, so the change is left to the user. `.to(kCUDA)`/`.cuda()` are handled by device-move,
 // devices by device-declaration, static initialisers by static-cuda.
 #include "CudaReports.h"
+#include "Matchers.h"
 #include "Migration.h"
 
 #include <clang/AST/ExprCXX.h>
@@ -11,13 +12,13 @@
 
 using namespace clang;
 using namespace clang::ast_matchers;
+using namespace accmigrate::matchers;
 
 namespace accmigrate {
 
-void applyCudaInFactory(Migration &m) {
-  m.forEachMatch(cudaReference().bind("ref"), [&](const BoundNodes &nodes) {
+void registerCudaInFactory(Migration &m) {
+  m.onMatch(declRefExpr(cudaReference(), inFunction(functionDecl())).bind("ref"), [&m](const BoundNodes &nodes) {
     const auto *ref = nodes.getNodeAs<DeclRefExpr>("ref");
-    if (!m.enclosingFunction(*ref)) return;
     // The nearest call around the reference (through conversions, `?:` and Device(...) constructions).
     const CallExpr *call = nullptr;
     for (DynTypedNodeList parents = m.ctx.getParents(*ref); !parents.empty() && !call;) {

@@ -1,6 +1,7 @@
 // data-loader: `torch::data::make_data_loader<S>(args...)` becomes
 // `accelerator.prepare_data_loader<S>(args...)`: the same arguments, a loader that shards batches across
 // processes and puts them on the device. Declarations that spell torch's loader type become `auto`.
+#include "Matchers.h"
 #include "Migration.h"
 #include "TorchTypes.h"
 
@@ -9,15 +10,23 @@
 
 using namespace clang;
 using namespace clang::ast_matchers;
+using namespace accmigrate::matchers;
 
 namespace accmigrate {
 
-static auto makeDataLoaderCall() {
-  return callExpr(callee(functionDecl(hasName("::torch::data::make_data_loader"))));
+namespace {
+
+auto makeDataLoaderCall() { return callExpr(callee(functionDecl(hasName("::torch::data::make_data_loader")))); }
+
+// A type that names torch's loader (std::unique_ptr<StatelessDataLoader<...>>), not `auto`.
+AST_MATCHER(QualType, spellsDataLoaderType) {
+  return heldClass(Node, "torch::data::DataLoaderBase", nullptr) && !Node->getContainedAutoType();
 }
 
-void applyDataLoader(Migration &m) {
-  m.forEachMatch(makeDataLoaderCall().bind("call"), [&](const BoundNodes &nodes) {
+}  // namespace
+
+void registerDataLoader(Migration &m) {
+  m.onMatch(makeDataLoaderCall().bind("call"), [&m](const BoundNodes &nodes) {
     const auto *call = nodes.getNodeAs<CallExpr>("call");
     const auto *ref = dyn_cast<DeclRefExpr>(call->getCallee()->IgnoreImpCasts());
     if (!ref) return;
@@ -30,20 +39,16 @@ void applyDataLoader(Migration &m) {
 
   // `std::unique_ptr<StatelessDataLoader<...>> loader = make_data_loader(...)`: acc's loader has its
   // own type, so the declaration deduces it.
-  auto spellsLoaderType = [](QualType type) {
-    return heldClass(type, "torch::data::DataLoaderBase", nullptr) && !type->getContainedAutoType();
-  };
-  m.forEachMatch(varDecl(hasInitializer(hasDescendant(makeDataLoaderCall()))).bind("var"),
-                 [&](const BoundNodes &nodes) {
+  m.onMatch(varDecl(hasType(spellsDataLoaderType()), hasInitializer(hasDescendant(makeDataLoaderCall()))).bind("var"),
+            [&m](const BoundNodes &nodes) {
     const auto *var = nodes.getNodeAs<VarDecl>("var");
-    if (spellsLoaderType(var->getType()))
-      m.replace(var->getTypeSourceInfo()->getTypeLoc().getSourceRange(), "auto");
+    m.replace(var->getTypeSourceInfo()->getTypeLoc().getSourceRange(), "auto");
   });
-  m.forEachMatch(functionDecl(hasBody(hasDescendant(returnStmt(hasReturnValue(hasDescendant(makeDataLoaderCall()))))))
-                     .bind("fn"),
-                 [&](const BoundNodes &nodes) {
+  m.onMatch(functionDecl(unless(isTemplateInstantiation()), returns(spellsDataLoaderType()),
+                         hasBody(hasDescendant(returnStmt(hasReturnValue(hasDescendant(makeDataLoaderCall()))))))
+                .bind("fn"),
+            [&m](const BoundNodes &nodes) {
     const auto *fn = nodes.getNodeAs<FunctionDecl>("fn");
-    if (fn->isTemplateInstantiation() || !spellsLoaderType(fn->getReturnType())) return;
     for (const FunctionDecl *decl : fn->redecls())
       if (m.inProject(decl->getLocation())) m.replace(decl->getReturnTypeSourceRange(), "auto");
     if (fn->getPreviousDecl())

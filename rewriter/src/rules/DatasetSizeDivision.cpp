@@ -1,6 +1,7 @@
 // dataset-size-division (report): `correct / dataset.size().value()` (directly or through a variable
 // initialised from it). With a prepared loader each process counts only its own shard, so the
 // quotient is wrong by the number of processes; the count must be summed across processes first.
+#include "Matchers.h"
 #include "Migration.h"
 
 #include <clang/AST/ExprCXX.h>
@@ -8,20 +9,20 @@
 
 using namespace clang;
 using namespace clang::ast_matchers;
+using namespace accmigrate::matchers;
 
 namespace accmigrate {
 
-void applyDatasetSizeDivision(Migration &m) {
+void registerDatasetSizeDivision(Migration &m) {
   auto dataset = cxxRecordDecl(anyOf(isSameOrDerivedFrom("::torch::data::datasets::BatchDataset"),
                                      isSameOrDerivedFrom("::torch::data::datasets::Dataset")));
   auto sizeCall = cxxMemberCallExpr(callee(cxxMethodDecl(hasName("size"), ofClass(dataset))));
   auto mentionsSize = expr(anyOf(sizeCall, hasDescendant(sizeCall)));
   auto sizeVar = declRefExpr(to(varDecl(hasInitializer(mentionsSize))));
   auto divisor = expr(anyOf(mentionsSize, sizeVar, hasDescendant(sizeVar)));
-  m.forEachMatch(binaryOperator(hasAnyOperatorName("/", "/="), hasRHS(divisor)).bind("div"),
-                 [&](const BoundNodes &nodes) {
+  m.onMatch(binaryOperator(hasAnyOperatorName("/", "/="), hasRHS(divisor), inFunction(functionDecl())).bind("div"),
+            [&m](const BoundNodes &nodes) {
     const auto *div = nodes.getNodeAs<BinaryOperator>("div");
-    if (!m.enclosingFunction(*div)) return;
     std::string count = m.text(div->getLHS()->getSourceRange());
     m.report(div->getOperatorLoc(),
              "divides by the size of the whole dataset, but with a prepared loader each process sees only its shard",

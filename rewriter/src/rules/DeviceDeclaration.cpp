@@ -3,15 +3,19 @@
 // struct fields or globals are assigned where safe and reported otherwise.
 #include "Analysis.h"
 #include "EditText.h"
+#include "Matchers.h"
 #include "Migration.h"
 #include "TorchTypes.h"
 
 #include <clang/AST/ExprCXX.h>
 #include <clang/ASTMatchers/ASTMatchers.h>
+#include <memory>
 #include <set>
+#include <vector>
 
 using namespace clang;
 using namespace clang::ast_matchers;
+using namespace accmigrate::matchers;
 
 namespace accmigrate {
 
@@ -20,30 +24,34 @@ static bool keepInitializer(Migration &m, const Expr *init) {
   return !init || isCpuDevice(init) || m.text(init->getSourceRange()).find("accelerator") != std::string::npos;
 }
 
-void applyDeviceDeclaration(Migration &m) {
-  std::set<const FieldDecl *> assignedFields;
+void registerDeviceDeclaration(Migration &m) {
+  struct State {
+    std::set<const FieldDecl *> assignedFields;  // set from the accelerator where the struct is filled
+    std::vector<const FieldDecl *> fields;        // every device field, reported unless assigned
+  };
+  auto state = std::make_shared<State>();
+  auto deviceObject = qualType(isDeviceClassType(), unless(isReferenceToAnything()));
+
   // `options.device = torch::kCUDA;`: the struct is filled in the training code, so fill it from the
   // accelerator instead.
-  m.forEachMatch(binaryOperation(hasOperatorName("="), hasLHS(memberExpr(member(fieldDecl().bind("field")))),
-                                 hasRHS(expr().bind("value")))
-                     .bind("assign"),
-                 [&](const BoundNodes &nodes) {
+  m.onMatch(expr(binaryOperation(hasOperatorName("="),
+                                 hasLHS(memberExpr(member(fieldDecl(hasType(isDeviceClassType())).bind("field")))),
+                                 hasRHS(expr().bind("value"))),
+                 inFunction(functionDecl(unless(isModelMember())).bind("fn"))),
+            [&m, state](const BoundNodes &nodes) {
     const auto *field = nodes.getNodeAs<FieldDecl>("field");
     const auto *value = nodes.getNodeAs<Expr>("value");
-    const auto *assign = nodes.getNodeAs<Expr>("assign");
-    if (!isDeviceClass(field->getType()) || keepInitializer(m, value)) return;
-    const FunctionDecl *fn = m.enclosingFunction(*assign);
-    if (!fn || isModelMethod(fn)) return;
+    const auto *fn = nodes.getNodeAs<FunctionDecl>("fn");
+    if (keepInitializer(m, value)) return;
     if (m.replace(value->getSourceRange(), "accelerator.device()")) {
-      assignedFields.insert(field);
+      state->assignedFields.insert(field);
       m.useAccelerator(fn);
     }
   });
 
-  m.forEachMatch(varDecl(unless(parmVarDecl())).bind("var"), [&](const BoundNodes &nodes) {
+  m.onMatch(varDecl(unless(parmVarDecl()), hasType(deviceObject)).bind("var"), [&m](const BoundNodes &nodes) {
     const auto *var = nodes.getNodeAs<VarDecl>("var");
-    if (!isDeviceClass(var->getType()) || var->getType()->isReferenceType() || keepInitializer(m, var->getInit()))
-      return;
+    if (keepInitializer(m, var->getInit())) return;
     if (!var->isLocalVarDecl() || var->isStaticLocal()) {
       m.report(var->getLocation(),
                "`" + var->getName() + "` is a device fixed before the accelerator exists",
@@ -59,15 +67,18 @@ void applyDeviceDeclaration(Migration &m) {
     if (m.replace(CharSourceRange::getCharRange(afterName, end), " = accelerator.device()")) m.useAccelerator(fn);
   });
 
-  m.forEachMatch(fieldDecl().bind("field"), [&](const BoundNodes &nodes) {
-    const auto *field = nodes.getNodeAs<FieldDecl>("field");
-    if (!isDeviceClass(field->getType()) || field->getType()->isReferenceType() || assignedFields.count(field))
-      return;
-    std::string owner = field->getParent()->getNameAsString();
-    m.report(field->getLocation(),
-             "`" + owner + "::" + field->getName() + "` holds a device that acc-migrate cannot trace to where it is set",
-             "set it from the accelerator where the " + owner + " is created: `" + field->getName() +
-                 " = accelerator.device();`");
+  // Fields: reported once every assignment is known.
+  m.onMatch(fieldDecl(hasType(deviceObject)).bind("field"),
+            [state](const BoundNodes &nodes) { state->fields.push_back(nodes.getNodeAs<FieldDecl>("field")); });
+  m.atEnd([&m, state] {
+    for (const FieldDecl *field : state->fields) {
+      if (state->assignedFields.count(field)) continue;
+      std::string owner = field->getParent()->getNameAsString();
+      m.report(field->getLocation(),
+               "`" + owner + "::" + field->getName() + "` holds a device that acc-migrate cannot trace to where it is set",
+               "set it from the accelerator where the " + owner + " is created: `" + field->getName() +
+                   " = accelerator.device();`");
+    }
   });
 }
 

@@ -5,20 +5,29 @@
 // the program creates itself (hard-coded CUDA there becomes `accelerator.device()`).
 #include "Analysis.h"
 #include "EditText.h"
+#include "Matchers.h"
 #include "Migration.h"
 #include "TorchTypes.h"
 
 #include <clang/AST/ExprCXX.h>
 #include <clang/ASTMatchers/ASTMatchers.h>
+#include <memory>
+#include <vector>
 
 using namespace clang;
 using namespace clang::ast_matchers;
+using namespace accmigrate::matchers;
 
 namespace accmigrate {
 namespace {
 
 bool isDeviceArgument(const Expr *written) {
   return isDeviceClass(written->getType()) || isDeviceType(written->getType());
+}
+
+// `.to(d, ...)` whose first argument, as written, is a Device or a DeviceType.
+AST_MATCHER(CXXMemberCallExpr, hasDeviceArgument) {
+  return Node.getNumArgs() > 0 && isDeviceArgument(asWritten(Node.getArg(0)));
 }
 
 // `.to(x.device())`: follows another tensor, whatever device that is.
@@ -72,38 +81,49 @@ void removeMove(Migration &m, const CXXMemberCallExpr *call) {
                                          afterToken(call->getEndLoc(), m.sm, m.lang)));
 }
 
+// Removes the move when the accelerator places the object (`prepared`); otherwise a hard-coded CUDA
+// device becomes the accelerator's.
+void apply(Migration &m, const CXXMemberCallExpr *call, const FunctionDecl *fn, bool prepared) {
+  if (prepared) {
+    removeMove(m, call);
+    return;
+  }
+  // Tensors the program makes itself still need the device: the accelerator's, not GPU 0.
+  if (call->getMethodDecl()->getName() == "cuda") {
+    SourceRange name(call->getExprLoc(), call->getEndLoc());
+    if (m.replace(name, "to(accelerator.device())")) m.useAccelerator(fn);
+  } else if (isLiteralCudaDevice(asWritten(call->getArg(0)))) {
+    if (m.replace(asWritten(call->getArg(0))->getSourceRange(), "accelerator.device()")) m.useAccelerator(fn);
+  }
+}
+
 }  // namespace
 
-void applyDeviceMove(Migration &m) {
-  m.forEachMatch(cxxMemberCallExpr(callee(cxxMethodDecl(hasAnyName("to", "cuda")))).bind("call"),
-                 [&](const BoundNodes &nodes) {
+void registerDeviceMove(Migration &m) {
+  // Moves of models and tensors to a device (`.to(device)`, `.cuda()`), outside a model's own methods.
+  auto move = cxxMemberCallExpr(
+      callee(cxxMethodDecl(hasAnyName("to", "cuda"),
+                           ofClass(anyOf(derivesFromClass("torch::nn::Module"), derivesFromClass("at::TensorBase"))))),
+      anyOf(callee(cxxMethodDecl(hasName("cuda"))), hasDeviceArgument()),
+      inFunction(functionDecl(unless(isModelMember())).bind("fn")));
+  // Models are placed by accelerator.prepare: whether one is prepared is known once every function
+  // has been seen (the fact prepared-models), so their moves are decided at the end.
+  auto modelMoves = std::make_shared<std::vector<std::pair<const CXXMemberCallExpr *, const FunctionDecl *>>>();
+  m.onMatch(move.bind("call"), [&m, modelMoves](const BoundNodes &nodes) {
     const auto *call = nodes.getNodeAs<CXXMemberCallExpr>("call");
-    const CXXMethodDecl *method = call->getMethodDecl();
-    bool isModel = derivesFrom(method->getParent(), "torch::nn::Module");
-    if (!isModel && !derivesFrom(method->getParent(), "at::TensorBase")) return;
-    bool isCuda = method->getName() == "cuda";
-    const Expr *device = nullptr;
-    if (!isCuda) {
-      if (call->getNumArgs() == 0) return;
-      device = asWritten(call->getArg(0));
-      if (!isDeviceArgument(device) || isCpuDevice(device) || followsAnotherTensor(device)) return;
+    const auto *fn = nodes.getNodeAs<FunctionDecl>("fn");
+    if (call->getMethodDecl()->getName() != "cuda") {
+      const Expr *device = asWritten(call->getArg(0));
+      if (isCpuDevice(device) || followsAnotherTensor(device)) return;
     }
-    const FunctionDecl *fn = m.enclosingFunction(*call);
-    if (!fn || isModelMethod(fn)) return;
-
-    const Expr *object = call->getImplicitObjectArgument();
-    bool prepared = isModel ? m.preparedModels.count(rootVariable(object)) > 0 : isBatchDerived(object, m.ctx);
-    if (prepared) {
-      removeMove(m, call);
+    if (derivesFrom(call->getMethodDecl()->getParent(), "torch::nn::Module")) {
+      modelMoves->emplace_back(call, fn);
       return;
     }
-    // Tensors the program makes itself still need the device: the accelerator's, not GPU 0.
-    if (isCuda) {
-      SourceRange name(call->getExprLoc(), call->getEndLoc());
-      if (m.replace(name, "to(accelerator.device())")) m.useAccelerator(fn);
-    } else if (isLiteralCudaDevice(device)) {
-      if (m.replace(device->getSourceRange(), "accelerator.device()")) m.useAccelerator(fn);
-    }
+    apply(m, call, fn, isBatchDerived(call->getImplicitObjectArgument(), m.ctx));
+  });
+  m.atEnd([&m, modelMoves] {
+    for (auto [call, fn] : *modelMoves) apply(m, call, fn, m.isPrepared(rootVariable(call->getImplicitObjectArgument())));
   });
 }
 

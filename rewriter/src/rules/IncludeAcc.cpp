@@ -8,7 +8,7 @@ using namespace clang;
 
 namespace accmigrate {
 
-void applyIncludeAcc(Migration &m) {
+static void applyIncludeAcc(Migration &m) {
   for (FileID file : m.filesUsingAcc()) {
     StringRef buffer = m.sm.getBufferData(file);
     size_t insertAt = 0;
@@ -35,5 +35,7 @@ void applyIncludeAcc(Migration &m) {
     m.insert(at, text);
   }
 }
+
+void registerIncludeAcc(Migration &m) { m.atEnd([&m] { applyIncludeAcc(m); }); }
 
 }  // namespace accmigrate

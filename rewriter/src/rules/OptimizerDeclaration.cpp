@@ -5,5 +5,5 @@
 #include "WrapCreations.h"
 
 namespace accmigrate {
-void applyOptimizerDeclaration(Migration &m) { wrapCreations(m, "torch::optim::Optimizer", "acc::Optimizer"); }
+void registerOptimizerDeclaration(Migration &m) { wrapCreations(m, "torch::optim::Optimizer", "acc::Optimizer"); }
 }  // namespace accmigrate

@@ -3,6 +3,7 @@
 // same function holds; preparing them wraps them for DDP and places them on the device.
 #include "Analysis.h"
 #include "EditText.h"
+#include "Matchers.h"
 #include "Migration.h"
 #include "TorchTypes.h"
 
@@ -12,6 +13,7 @@
 
 using namespace clang;
 using namespace clang::ast_matchers;
+using namespace accmigrate::matchers;
 
 namespace accmigrate {
 namespace {
@@ -42,17 +44,6 @@ bool containsBackwardOrLoaderLoop(const Stmt *s) {
     if (loop->getRangeInit() && isDataLoader(loop->getRangeInit()->getType())) return true;
   for (const Stmt *child : s->children())
     if (containsBackwardOrLoaderLoop(child)) return true;
-  return false;
-}
-
-bool alreadyPrepared(const Stmt *s) {
-  if (!s) return false;
-  if (const auto *call = dyn_cast<CXXMemberCallExpr>(s))
-    if (call->getMethodDecl() && call->getMethodDecl()->getName() == "prepare" &&
-        isAccelerator(call->getImplicitObjectArgument()->getType()))
-      return true;
-  for (const Stmt *child : s->children())
-    if (alreadyPrepared(child)) return true;
   return false;
 }
 
@@ -119,24 +110,25 @@ void prepareFunction(Migration &m, const FunctionDecl *fn, const CompoundStmt *b
   SourceLocation after = statementRange(last, m.sm, m.lang).getEnd();
   if (!m.insert(after, "\n" + lineIndent(last->getBeginLoc(), m.sm) + call)) return;
   m.useAccelerator(fn);
-  for (size_t i = 0; i < modelCount; ++i) m.preparedModels.insert(chosen[i].var);
+  for (size_t i = 0; i < modelCount; ++i) m.notePrepared(chosen[i].var);
 }
 
 }  // namespace
 
-void applyPrepare(Migration &m) {
-  m.forEachMatch(functionDecl(isDefinition(), hasBody(compoundStmt().bind("body"))).bind("fn"),
-                 [&](const BoundNodes &nodes) {
-    const auto *fn = nodes.getNodeAs<FunctionDecl>("fn");
-    const auto *body = nodes.getNodeAs<CompoundStmt>("body");
-    if (fn->isTemplateInstantiation() || isModelMethod(fn) || alreadyPrepared(body)) return;
-    prepareFunction(m, fn, body);
+void registerPrepare(Migration &m) {
+  // Functions as written (not instantiations), not a model's own methods, not prepared already (a
+  // migrated file).
+  auto preparesAlready = hasDescendant(cxxMemberCallExpr(callee(cxxMethodDecl(hasName("prepare"))), isOnAccelerator()));
+  m.onMatch(functionDecl(isDefinition(), unless(isTemplateInstantiation()), unless(isModelMember()),
+                         hasBody(compoundStmt(unless(preparesAlready)).bind("body")))
+                .bind("fn"),
+            [&m](const BoundNodes &nodes) {
+    prepareFunction(m, nodes.getNodeAs<FunctionDecl>("fn"), nodes.getNodeAs<CompoundStmt>("body"));
   });
 
   // Optimizers that live in a class (a trainer) are built in its constructor, out of our sight.
-  m.forEachMatch(fieldDecl().bind("field"), [&](const BoundNodes &nodes) {
+  m.onMatch(fieldDecl(hasType(holdsOptimizer())).bind("field"), [&m](const BoundNodes &nodes) {
     const auto *field = nodes.getNodeAs<FieldDecl>("field");
-    if (!optimizerClass(field->getType())) return;
     std::string owner = field->getParent()->getNameAsString();
     m.report(field->getLocation(), "optimizer `" + owner + "::" + field->getName() + "` is a class member",
              "call `accelerator.prepare(<model member>, " + field->getName() + ");` in " + owner +

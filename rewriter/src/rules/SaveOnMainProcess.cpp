@@ -6,6 +6,7 @@
 // are reported with that change.
 #include "Analysis.h"
 #include "EditText.h"
+#include "Matchers.h"
 #include "Migration.h"
 
 #include <clang/AST/ExprCXX.h>
@@ -14,6 +15,7 @@
 
 using namespace clang;
 using namespace clang::ast_matchers;
+using namespace accmigrate::matchers;
 
 namespace accmigrate {
 
@@ -29,11 +31,12 @@ static bool guardedByMainProcess(const Stmt &call, Migration &m) {
   return false;
 }
 
-void applySaveOnMainProcess(Migration &m) {
-  m.forEachMatch(callExpr(callee(functionDecl(hasName("::torch::save")))).bind("call"), [&](const BoundNodes &nodes) {
+void registerSaveOnMainProcess(Migration &m) {
+  m.onMatch(callExpr(callee(functionDecl(hasName("::torch::save"))), inFunction(functionDecl().bind("fn"))).bind("call"),
+            [&m](const BoundNodes &nodes) {
     const auto *call = nodes.getNodeAs<CallExpr>("call");
-    const FunctionDecl *fn = m.enclosingFunction(*call);
-    if (!fn || guardedByMainProcess(*call, m)) return;
+    const auto *fn = nodes.getNodeAs<FunctionDecl>("fn");
+    if (guardedByMainProcess(*call, m)) return;
     if (!isExpressionStatement(*call, m.ctx)) {
       m.report(call->getBeginLoc(), "torch::save runs on every process (all of them write the same file)",
                "save on the main process only: `accelerator.wait_for_everyone(); if (accelerator.is_main_process()) " +

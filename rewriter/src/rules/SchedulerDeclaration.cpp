@@ -13,7 +13,9 @@
 #include <clang/AST/ExprCXX.h>
 #include <clang/AST/StmtCXX.h>
 #include <clang/ASTMatchers/ASTMatchers.h>
+#include <algorithm>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -45,30 +47,41 @@ auto stepOf(const std::string &base) {
 }
 
 void stepOncePerCallWhenSteppedPerEpoch(Migration &m) {
-  std::map<const FunctionDecl *, std::vector<const Stmt *>> optimizerLoops;
-  m.forEachMatch(stepOf("::torch::optim::Optimizer").bind("step"), [&](const BoundNodes &nodes) {
+  struct State {
+    std::map<const FunctionDecl *, std::vector<const Stmt *>> optimizerLoops;  // innermost loops of step()
+    std::vector<const CXXMemberCallExpr *> schedulerSteps;                     // in the order found
+  };
+  auto state = std::make_shared<State>();
+  m.onMatch(stepOf("::torch::optim::Optimizer").bind("step"), [&m, state](const BoundNodes &nodes) {
     const auto *call = nodes.getNodeAs<CXXMemberCallExpr>("step");
-    if (const Stmt *loop = innermostLoop(*call, m.ctx)) optimizerLoops[m.enclosingFunction(*call)].push_back(loop);
+    if (const Stmt *loop = innermostLoop(*call, m.ctx)) state->optimizerLoops[m.enclosingFunction(*call)].push_back(loop);
   });
-  m.forEachMatch(stepOf("::torch::optim::LRScheduler").bind("step"), [&](const BoundNodes &nodes) {
-    const auto *call = nodes.getNodeAs<CXXMemberCallExpr>("step");
-    auto loops = optimizerLoops.find(m.enclosingFunction(*call));
-    if (loops == optimizerLoops.end() || m.acceleratorOptions.count("step_scheduler_with_optimizer(false)")) return;
-    for (const Stmt *loop : loops->second)
-      if (contains(loop, call, m.sm)) return;
-    m.acceleratorOptions.insert("step_scheduler_with_optimizer(false)");
-    m.report(call->getExprLoc(),
-             "this scheduler steps outside the loop of the optimizer's step (e.g. once per epoch); a prepared "
-             "scheduler would step once per process each time",
-             "the accelerator created here gets AcceleratorOptions().step_scheduler_with_optimizer(false): "
-             "one step per call",
-             Finding::Level::Note);
+  m.onMatch(stepOf("::torch::optim::LRScheduler").bind("step"), [state](const BoundNodes &nodes) {
+    state->schedulerSteps.push_back(nodes.getNodeAs<CXXMemberCallExpr>("step"));
+  });
+  // Once every optimizer step() is known.
+  m.atEnd([&m, state] {
+    for (const CXXMemberCallExpr *call : state->schedulerSteps) {
+      auto loops = state->optimizerLoops.find(m.enclosingFunction(*call));
+      if (loops == state->optimizerLoops.end()) continue;
+      if (std::any_of(loops->second.begin(), loops->second.end(),
+                      [&](const Stmt *loop) { return contains(loop, call, m.sm); }))
+        continue;
+      m.addAcceleratorOption("step_scheduler_with_optimizer(false)");
+      m.report(call->getExprLoc(),
+               "this scheduler steps outside the loop of the optimizer's step (e.g. once per epoch); a prepared "
+               "scheduler would step once per process each time",
+               "the accelerator created here gets AcceleratorOptions().step_scheduler_with_optimizer(false): "
+               "one step per call",
+               Finding::Level::Note);
+      return;  // one option, one note per unit
+    }
   });
 }
 
 }  // namespace
 
-void applySchedulerDeclaration(Migration &m) {
+void registerSchedulerDeclaration(Migration &m) {
   wrapCreations(m, "torch::optim::LRScheduler", "acc::Scheduler");
   stepOncePerCallWhenSteppedPerEpoch(m);
 }

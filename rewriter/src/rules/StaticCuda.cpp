@@ -3,6 +3,7 @@
 // before the accelerator exists, and on cuda:0 in every process. Devices themselves are reported by
 // device-declaration.
 #include "CudaReports.h"
+#include "Matchers.h"
 #include "Migration.h"
 #include "TorchTypes.h"
 
@@ -10,15 +11,19 @@
 
 using namespace clang;
 using namespace clang::ast_matchers;
+using namespace accmigrate::matchers;
 
 namespace accmigrate {
 
-void applyStaticCuda(Migration &m) {
+void registerStaticCuda(Migration &m) {
   auto cudaCall = cxxMemberCallExpr(callee(cxxMethodDecl(hasName("cuda"), ofClass(cxxRecordDecl(isSameOrDerivedFrom("::at::TensorBase"))))));
   auto onCuda = expr(anyOf(hasDescendant(cudaReference()), hasDescendant(cudaCall)));
-  m.forEachMatch(varDecl(hasGlobalStorage(), hasInitializer(onCuda)).bind("var"), [&](const BoundNodes &nodes) {
+  // Devices themselves are device-declaration's; a template's pattern is checked in its instantiations.
+  m.onMatch(varDecl(hasGlobalStorage(), unless(hasType(qualType(anyOf(isDeviceClassType(), isDeviceTypeEnum())))),
+                    unless(isTemplatedDecl()), hasInitializer(onCuda))
+                .bind("var"),
+            [&m](const BoundNodes &nodes) {
     const auto *var = nodes.getNodeAs<VarDecl>("var");
-    if (isDeviceClass(var->getType()) || isDeviceType(var->getType()) || var->isTemplated()) return;
     m.report(var->getLocation(),
              "`" + var->getName().str() + "` is created on CUDA during static initialisation: before main and the "
              "accelerator, on cuda:0 in every process",

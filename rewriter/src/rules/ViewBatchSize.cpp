@@ -1,6 +1,7 @@
 // view-batch-size (report): `x.view({batch_size, -1})` (or reshape) inside a loop over a DataLoader,
 // with the row count taken from a variable. The last batch can be short, and more so once the data
 // is split across processes; the row count must come from the tensor.
+#include "Matchers.h"
 #include "Migration.h"
 #include "TorchTypes.h"
 
@@ -9,22 +10,23 @@
 
 using namespace clang;
 using namespace clang::ast_matchers;
+using namespace accmigrate::matchers;
 
 namespace accmigrate {
 
-void applyViewBatchSize(Migration &m) {
+void registerViewBatchSize(Migration &m) {
+  // A shape of two or more sizes whose first is an integer variable, in a loop over a DataLoader (the
+  // innermost range-for around the call).
+  auto rowsFromVariable = initListExpr(
+      hasInit(1, expr()), hasInit(0, ignoringParenImpCasts(declRefExpr(to(varDecl(hasType(isInteger())).bind("var"))).bind("rows"))));
   auto reshape = cxxMemberCallExpr(
       callee(cxxMethodDecl(hasAnyName("view", "reshape"), ofClass(cxxRecordDecl(isSameOrDerivedFrom("::at::TensorBase"))))),
-      hasArgument(0, hasDescendant(initListExpr().bind("shape"))),
-      hasAncestor(cxxForRangeStmt().bind("loop")));
-  m.forEachMatch(reshape.bind("call"), [&](const BoundNodes &nodes) {
+      hasArgument(0, hasDescendant(rowsFromVariable)),
+      nearestRangeFor(cxxForRangeStmt(hasRangeInit(expr(hasType(isDataLoaderType()))))));
+  m.onMatch(reshape.bind("call"), [&m](const BoundNodes &nodes) {
     const auto *call = nodes.getNodeAs<CXXMemberCallExpr>("call");
-    const auto *shape = nodes.getNodeAs<InitListExpr>("shape");
-    const auto *loop = nodes.getNodeAs<CXXForRangeStmt>("loop");
-    if (!loop->getRangeInit() || !isDataLoader(loop->getRangeInit()->getType()) || shape->getNumInits() < 2) return;
-    const auto *rows = dyn_cast<DeclRefExpr>(shape->getInit(0)->IgnoreParenImpCasts());
-    const auto *var = rows ? dyn_cast<VarDecl>(rows->getDecl()) : nullptr;
-    if (!var || !var->getType()->isIntegerType()) return;
+    const auto *rows = nodes.getNodeAs<DeclRefExpr>("rows");
+    const auto *var = nodes.getNodeAs<VarDecl>("var");
     std::string tensor = m.text(call->getImplicitObjectArgument()->IgnoreImpCasts()->getSourceRange());
     m.report(rows->getBeginLoc(),
              "assumes every batch has `" + var->getName().str() +

@@ -1,0 +1,158 @@
+// The rule registry as data: which rules and finalizers exist, how --rules selects among them, and
+// what facts each declares (Rule.h, Facts.h).
+#include "Rule.h"
+
+#include <gtest/gtest.h>
+#include <algorithm>
+#include <set>
+#include <string>
+#include <vector>
+
+using namespace accmigrate;
+
+namespace {
+
+std::vector<std::string> names(const std::vector<const Rule *> &rules) {
+  std::vector<std::string> out;
+  for (const Rule *rule : rules) out.push_back(rule->name);
+  return out;
+}
+
+std::vector<std::string> select(const std::string &spec) {
+  std::vector<const Rule *> selected;
+  std::string error;
+  EXPECT_TRUE(selectRules(spec, selected, error)) << spec << ": " << error;
+  return names(selected);
+}
+
+std::string selectError(const std::string &spec) {
+  std::vector<const Rule *> selected;
+  std::string error;
+  EXPECT_FALSE(selectRules(spec, selected, error)) << spec;
+  return error;
+}
+
+std::vector<std::string> defaultRules() {
+  std::vector<std::string> out;
+  for (const Rule &rule : allRules())
+    if (rule.enabledByDefault) out.push_back(rule.name);
+  return out;
+}
+
+// Rules, then finalizers: the order a unit runs them in.
+std::vector<const Rule *> runOrder() {
+  std::vector<const Rule *> order;
+  for (const Rule &rule : allRules()) order.push_back(&rule);
+  for (const Rule &finalizer : allFinalizers()) order.push_back(&finalizer);
+  return order;
+}
+
+TEST(RuleRegistry, ListsEachRuleOnceWithAnExplanationAndASetUp) {
+  std::set<std::string> seen;
+  for (const Rule *rule : runOrder()) {
+    std::string name = rule->name;
+    EXPECT_TRUE(seen.insert(name).second) << name << " is listed twice";
+    EXPECT_FALSE(name.empty());
+    EXPECT_EQ(name.find_first_not_of("abcdefghijklmnopqrstuvwxyz-"), std::string::npos) << name;
+    EXPECT_GT(std::string(rule->summary).size(), 10u) << name;
+    EXPECT_NE(rule->registerMatchers, nullptr) << name;
+    EXPECT_EQ(findRule(name), rule) << name;
+  }
+  EXPECT_EQ(findRule("nope"), nullptr);
+  EXPECT_EQ(allRules().size(), 16u);  // a new rule: a line here, a lit test, a row in docs/migrate.md
+}
+
+TEST(RuleRegistry, FinalizersAreAlwaysPresentAndCannotBeSelected) {
+  EXPECT_EQ(names({&allFinalizers()[0], &allFinalizers()[1], &allFinalizers()[2]}),
+            (std::vector<std::string>{"create-accelerator", "include-acc", "cmake-link"}));
+  EXPECT_EQ(allFinalizers().size(), 3u);
+  for (const Rule &finalizer : allFinalizers()) {
+    EXPECT_TRUE(isFinalizer(finalizer));
+    for (std::string spec : {std::string(finalizer.name), "-" + std::string(finalizer.name),
+                             "default,+" + std::string(finalizer.name)})
+      EXPECT_NE(selectError(spec).find("is a finalizer: it always runs"), std::string::npos) << spec;
+  }
+  for (const Rule &rule : allRules()) EXPECT_FALSE(isFinalizer(rule)) << rule.name;
+  // No selection holds a finalizer: they run whatever --rules says.
+  for (std::string spec : {"", "default", "all", "backward", "-backward"})
+    for (const std::string &name : select(spec))
+      EXPECT_FALSE(isFinalizer(*findRule(name))) << spec << " selected " << name;
+}
+
+TEST(RuleRegistry, SelectsTheDefaultsAllOrRulesAlone) {
+  EXPECT_EQ(select(""), defaultRules());
+  EXPECT_EQ(select("default"), defaultRules());
+  EXPECT_EQ(select("all").size(), allRules().size());
+  // print-on-main-process is the one rule that is off by default.
+  std::vector<std::string> defaults = defaultRules();
+  EXPECT_EQ(std::count(defaults.begin(), defaults.end(), "print-on-main-process"), 0);
+  EXPECT_EQ(defaults.size(), allRules().size() - 1);
+  // A list that starts with a name: those rules alone, in the registry's order.
+  EXPECT_EQ(select("backward"), std::vector<std::string>{"backward"});
+  EXPECT_EQ(select("device-move,prepare"), (std::vector<std::string>{"prepare", "device-move"}));
+}
+
+TEST(RuleRegistry, TogglesRulesOnAndOff) {
+  std::vector<std::string> withoutMove = defaultRules();
+  withoutMove.erase(std::find(withoutMove.begin(), withoutMove.end(), "device-move"));
+  EXPECT_EQ(select("-device-move"), withoutMove);
+  EXPECT_EQ(select("default,-device-move"), withoutMove);
+  std::vector<std::string> withPrint = select("default,+print-on-main-process");
+  EXPECT_EQ(withPrint.size(), defaultRules().size() + 1);
+  EXPECT_EQ(std::count(withPrint.begin(), withPrint.end(), "print-on-main-process"), 1);
+  EXPECT_EQ(select("all,-print-on-main-process"), defaultRules());
+  EXPECT_EQ(select("backward,-backward"), std::vector<std::string>{});
+}
+
+TEST(RuleRegistry, AnUnknownNameIsAnErrorThatListsTheValidOnes) {
+  for (std::string spec : {"nope", "default,-nope", "backward,+nope"}) {
+    std::string error = selectError(spec);
+    EXPECT_NE(error.find("unknown rule 'nope'"), std::string::npos) << error;
+    for (const Rule &rule : allRules()) EXPECT_NE(error.find(rule.name), std::string::npos) << rule.name;
+    EXPECT_NE(error.find("`default`, `all`"), std::string::npos) << error;
+  }
+}
+
+TEST(RuleRegistry, FactNamesAreStable) {
+  EXPECT_STREQ(factName(AcceleratorUsers), "accelerator-users");
+  EXPECT_STREQ(factName(AcceleratorOptions), "accelerator-options");
+  EXPECT_STREQ(factName(PreparedModels), "prepared-models");
+  EXPECT_STREQ(factName(FilesUsingAcc), "files-using-acc");
+  EXPECT_STREQ(factName(RewrittenPrints), "rewritten-prints");
+}
+
+// Every rule declares its facts, and they connect: whatever a rule or finalizer consumes, something
+// earlier produces and nothing later does (a later producer's writes would come too late); whatever
+// is produced, something consumes.
+TEST(RuleRegistry, EachRuleDeclaresFactsThatConnect) {
+  std::vector<const Rule *> order = runOrder();
+  for (size_t i = 0; i < order.size(); ++i)
+    for (Fact fact : kAllFacts) {
+      if (!(order[i]->consumes & fact)) continue;
+      bool earlier = std::any_of(order.begin(), order.begin() + i, [&](const Rule *r) { return r->produces & fact; });
+      bool later = std::any_of(order.begin() + i + 1, order.end(), [&](const Rule *r) { return r->produces & fact; });
+      EXPECT_TRUE(earlier) << order[i]->name << " consumes " << factName(fact) << " that nothing before it produces";
+      EXPECT_FALSE(later) << order[i]->name << " consumes " << factName(fact) << " that a later step produces";
+      EXPECT_FALSE(order[i]->produces & fact) << order[i]->name << " both produces and consumes " << factName(fact);
+    }
+  for (Fact fact : kAllFacts) {
+    bool consumed = std::any_of(order.begin(), order.end(), [&](const Rule *r) { return r->consumes & fact; });
+    EXPECT_TRUE(consumed) << factName(fact) << " is produced for nobody";
+  }
+  // The finalizers consume what the rules learn; every rule that writes the acc API says so.
+  EXPECT_EQ(findRule("create-accelerator")->consumes, FactSet(AcceleratorUsers | AcceleratorOptions));
+  EXPECT_EQ(findRule("include-acc")->consumes, FactSet(FilesUsingAcc));
+  EXPECT_EQ(findRule("cmake-link")->consumes, FactSet(FilesUsingAcc));
+  for (const char *writer : {"data-loader", "backward", "clip-grad", "device-declaration", "prepare", "device-move",
+                             "save-on-main-process"})
+    EXPECT_EQ(findRule(writer)->produces & (AcceleratorUsers | FilesUsingAcc), FactSet(AcceleratorUsers | FilesUsingAcc))
+        << writer;
+  // Reports only: no facts either way.
+  for (const char *report : {"no-data-loader", "dataset-size-division", "view-batch-size", "static-cuda",
+                             "cuda-in-factory"}) {
+    EXPECT_EQ(findRule(report)->produces, 0u) << report;
+    EXPECT_EQ(findRule(report)->consumes, 0u) << report;
+  }
+}
+
+}  // namespace
