@@ -1,6 +1,7 @@
 #include <acc/process_control.h>
 
 #include <ATen/Context.h>
+#include <ATen/ops/cat.h>
 #include <torch/cuda.h>
 
 #include <algorithm>
