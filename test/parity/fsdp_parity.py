@@ -105,6 +105,9 @@ def torch_worker(directory):
         if rank == 0:
             weights = torch.cat([p.detach().reshape(-1) for p in net.parameters()])
             weights.numpy().astype(np.float32).tofile(os.path.join(directory, "torch_weights.bin"))
+    # Tear Gloo down only once every rank is done: a rank that destroys its group while its peer
+    # still works in it sometimes aborts ("terminate called without an active exception").
+    dist.barrier()
     dist.destroy_process_group()
 
 
