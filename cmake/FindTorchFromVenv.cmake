@@ -25,3 +25,16 @@ if(NOT Torch_FOUND)
 endif()
 # TORCH_LIBRARY points at .../torch/lib/libtorch.so; its folder goes into RPATHs.
 get_filename_component(ACC_TORCH_LIBDIR "${TORCH_LIBRARY}" DIRECTORY)
+
+# Under add_subdirectory/FetchContent the parent links acc::acc, whose interface names torch's
+# imported targets; imported targets are visible only below the directory that found them, so make
+# them global (find_package's GLOBAL needs CMake 3.24).
+if(NOT PROJECT_IS_TOP_LEVEL)
+  get_directory_property(_acc_imported IMPORTED_TARGETS)
+  foreach(_acc_target ${_acc_imported})
+    get_target_property(_acc_global ${_acc_target} IMPORTED_GLOBAL)
+    if(NOT _acc_global)
+      set_target_properties(${_acc_target} PROPERTIES IMPORTED_GLOBAL TRUE)
+    endif()
+  endforeach()
+endif()
