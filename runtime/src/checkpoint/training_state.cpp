@@ -27,6 +27,11 @@ namespace fs = std::filesystem;
 namespace acc::detail {
 namespace {
 
+// "model", "model_1", ...: the stem of the index-th object of a kind, plus `extension`.
+std::string numbered(const std::string& stem, size_t index, const std::string& extension) {
+  return index == 0 ? stem + extension : stem + "_" + std::to_string(index) + extension;
+}
+
 std::string rank_file(int rank) { return "random_states_" + std::to_string(rank) + ".bin"; }
 
 void save_archive(const SaveFunction& save, const std::string& path) {
@@ -232,10 +237,6 @@ void remove_old_checkpoints(const ProjectConfiguration& project) {
 }
 
 }  // namespace
-
-std::string numbered(const std::string& stem, size_t index, const std::string& extension) {
-  return index == 0 ? stem + extension : stem + "_" + std::to_string(index) + extension;
-}
 
 void require_checkpoint_file(const std::string& path) {
   if (!fs::exists(path)) {

@@ -49,7 +49,4 @@ std::string load_training_state(CheckpointContext& context, const std::string& d
 /// or registered objects (or another number of processes) than this program has.
 void require_checkpoint_file(const std::string& path);
 
-/// "model", "model_1", ...: the stem of the index-th object of a kind, plus `extension`.
-std::string numbered(const std::string& stem, size_t index, const std::string& extension);
-
 }  // namespace acc::detail

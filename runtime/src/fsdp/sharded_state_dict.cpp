@@ -271,8 +271,7 @@ class ShardedStateDictLayout : public StateDictLayout {
 
   void save_weights(const torch::nn::Module& model, const std::string& directory, const std::string& max_shard_size,
                     bool safe_serialization, bool writer) override {
-    // The parameters are whole on every rank between steps (SHARD_GRAD_OP).
-    if (writer) acc::save_model(model, directory, max_shard_size, safe_serialization);
+    whole_->save_weights(model, directory, max_shard_size, safe_serialization, writer);
   }
 
  private:
@@ -291,6 +290,10 @@ class ShardedStateDictLayout : public StateDictLayout {
 
   StateDictType type_;
   ShardedEngine* engine_;
+  /// What is written as DDP writes it (whole tensors on every rank) goes through the plain layout:
+  /// the parameters between steps (SHARD_GRAD_OP), and under FULL_STATE_DICT an optimizer that
+  /// nothing sharded.
+  std::unique_ptr<StateDictLayout> whole_ = make_plain_state_dict_layout();
   int shard_ = 0;
   int shards_ = 1;
   bool writes_shards_ = true;  // false on the other machines' replicas (HYBRID_SHARD_ZERO2)
@@ -298,11 +301,7 @@ class ShardedStateDictLayout : public StateDictLayout {
 
 void ShardedStateDictLayout::save_model(torch::nn::Module& model, const std::string& stem, bool writer,
                                         const FileFor& file) {
-  if (!sharded_files()) {
-    // The parameters are whole on every rank between steps (SHARD_GRAD_OP).
-    if (writer) save_model_file(model, file(stem + ".safetensors"));
-    return;
-  }
+  if (!sharded_files()) return whole_->save_model(model, stem, writer, file);
   if (!writes_shards(writer)) return;
   ShardedReducer* reducer = engine_ ? engine_->reducer_of(model) : nullptr;
   std::vector<TensorSlice> slices;
@@ -379,10 +378,8 @@ void ShardedStateDictLayout::load_sharded_model(torch::nn::Module& model, const 
 void ShardedStateDictLayout::save_optimizer(torch::optim::Optimizer& optimizer, const std::string& stem,
                                             bool writer, const FileFor& file) {
   const OptimizerLayout* sharded = engine_ ? engine_->layout_of(optimizer) : nullptr;
-  if (!sharded && !sharded_files()) {  // nothing to gather: DDP's files, for any optimizer
-    if (writer) save_optimizer_state(optimizer, file(stem + ".safetensors"), file(stem + ".libtorch.bin"));
-    return;
-  }
+  // Nothing to gather: DDP's files, for any optimizer.
+  if (!sharded && !sharded_files()) return whole_->save_optimizer(optimizer, stem, writer, file);
   const OptimizerStateView view(optimizer, sharded);
   const auto summary = state_summary(optimizer, view.slots, view.fields, shard_group());
   if (sharded_files()) {
@@ -443,7 +440,7 @@ void ShardedStateDictLayout::save_full_optimizer(const OptimizerStateView& view,
   for (auto* reducer : reducers) gather_unit_fields(view, summary, *reducer, slot_of, writer, states);
   if (!writer) return;
   WholeParameterView whole(view.optimizer, view.layout, std::move(states));
-  save_optimizer_state(view.optimizer, file(stem + ".safetensors"), file(stem + ".libtorch.bin"));
+  whole_->save_optimizer(view.optimizer, stem, writer, file);  // seen whole, it is DDP's optimizer
 }
 
 // Each of the reducer's units, one field at a time: laid out as the unit's flat buffer, this rank
