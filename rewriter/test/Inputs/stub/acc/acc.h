@@ -18,6 +18,7 @@ class Accelerator {
   template <typename... Args> void backward(const at::Tensor &, Args &&...) {}
   double clip_grad_norm_(std::vector<at::Tensor>, double) { return 0; }
   void clip_grad_value_(std::vector<at::Tensor>, double) {}
+  int process_index() const { return 0; }
   bool is_main_process() const { return true; }
   bool is_local_main_process() const { return true; }
   void wait_for_everyone() {}
