@@ -8,6 +8,8 @@ struct AcceleratorOptions {
 };
 class Accelerator {
  public:
+  // acc's headers use constexpr: include-acc.cpp checks that a project's `#define constexpr` comes after.
+  static constexpr int kMainProcessIndex = 0;
   Accelerator(AcceleratorOptions = {}) {}
   c10::Device device() const { return c10::Device(c10::kCPU); }
   template <typename... Objects> void prepare(Objects &...) {}
