@@ -14,13 +14,7 @@ using namespace accmigrate::matchers;
 namespace accmigrate {
 
 void registerDatasetSizeDivision(Migration &m) {
-  auto dataset = cxxRecordDecl(anyOf(isSameOrDerivedFrom("::torch::data::datasets::BatchDataset"),
-                                     isSameOrDerivedFrom("::torch::data::datasets::Dataset")));
-  auto sizeCall = cxxMemberCallExpr(callee(cxxMethodDecl(hasName("size"), ofClass(dataset))));
-  auto mentionsSize = expr(anyOf(sizeCall, hasDescendant(sizeCall)));
-  auto sizeVar = declRefExpr(to(varDecl(hasInitializer(mentionsSize))));
-  auto divisor = expr(anyOf(mentionsSize, sizeVar, hasDescendant(sizeVar)));
-  m.onMatch(binaryOperator(hasAnyOperatorName("/", "/="), hasRHS(divisor), inFunction(functionDecl())).bind("div"),
+  m.onMatch(binaryOperator(hasAnyOperatorName("/", "/="), hasRHS(datasetSize()), inFunction(functionDecl())).bind("div"),
             [&m](const BoundNodes &nodes) {
     const auto *div = nodes.getNodeAs<BinaryOperator>("div");
     std::string count = m.text(div->getLHS()->getSourceRange());
