@@ -56,5 +56,17 @@ AST_MATCHER_P(clang::Stmt, nearestRangeFor, clang::ast_matchers::internal::Match
   return false;
 }
 
+// The size of a libtorch dataset: an expression holding `dataset.size()`, or a variable initialised
+// from one (`const size_t test_size = test_set.size().value();`), or an expression holding that.
+inline auto datasetSize() {
+  using namespace clang::ast_matchers;
+  auto dataset = cxxRecordDecl(anyOf(isSameOrDerivedFrom("::torch::data::datasets::BatchDataset"),
+                                     isSameOrDerivedFrom("::torch::data::datasets::Dataset")));
+  auto sizeCall = cxxMemberCallExpr(callee(cxxMethodDecl(hasName("size"), ofClass(dataset))));
+  auto mentionsSize = expr(anyOf(sizeCall, hasDescendant(sizeCall)));
+  auto sizeVar = declRefExpr(to(varDecl(hasInitializer(mentionsSize))));
+  return expr(anyOf(mentionsSize, sizeVar, hasDescendant(sizeVar)));
+}
+
 }  // namespace matchers
 }  // namespace accmigrate

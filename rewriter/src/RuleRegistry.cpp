@@ -16,6 +16,7 @@ void registerSchedulerDeclaration(Migration &);
 void registerSaveOnMainProcess(Migration &);
 void registerPrintOnMainProcess(Migration &);
 void registerPrintInLoop(Migration &);
+void registerEveryRankSideEffect(Migration &);
 void registerNoDataLoader(Migration &);
 void registerDatasetSizeDivision(Migration &);
 void registerViewBatchSize(Migration &);
@@ -65,6 +66,8 @@ const std::vector<Rule> &allRules() {
        kPrints | kAcc, kUsers, registerPrintOnMainProcess},
       {"print-in-loop", "reports std::cout/printf in training loops (they print once per process)", true, kNone,
        kUsers | kPrints, registerPrintInLoop},
+      {"every-rank-side-effect", "reports file writes and whole-dataset progress counts that every process does",
+       true, kNone, kUsers, registerEveryRankSideEffect},
       {"no-data-loader", "reports training loops that batch without a DataLoader (every process gets all data)", true,
        kNone, kNone, registerNoDataLoader},
       {"dataset-size-division", "reports counts divided by the whole dataset's size (each process sees a shard)",

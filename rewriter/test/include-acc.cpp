@@ -1,12 +1,31 @@
 // include-acc is a finalizer: it always runs, on the fact files-using-acc, here produced by backward
 // (the only rule this test selects).
-// RUN: %acc-migrate --rules=backward %s -- %stub-flags | FileCheck %s
-// The include goes after the last include of the file's leading block, once.
+// RUN: rm -rf %t && mkdir -p %t && cp %s %t/train.cpp && cp %S/Inputs/include-acc/* %t/
+// RUN: %acc-migrate --rules=backward %t -- %stub-flags -DWITH_PROGRESS | FileCheck %s
+// The include goes right after the last torch include of the file's leading block, once: a project
+// header after it (progress.h defines `constexpr` away) must not reach acc's headers.
 #include <torch/torch.h>
 #include <vector>
+#include "guarded.h"
+#include "progress.h"
+// CHECK-LABEL: +++ {{.*}}guarded.h
+// In a header with an include guard, outside the `#ifdef` block:
+// CHECK: {{^}} #include <torch/torch.h>
+// CHECK-NEXT: {{^}}+#include <acc/acc.h>
+// CHECK-NEXT: {{^}} #ifdef WITH_PROGRESS
+// CHECK-LABEL: +++ {{.*}}no_torch_include.cpp
 // CHECK: {{^}} #include <vector>
 // CHECK-NEXT: {{^}}+#include <acc/acc.h>
+// CHECK-NEXT: {{^}} #include "model.h"
+// CHECK-LABEL: +++ {{.*}}train.cpp
+// CHECK: {{^}} #include <torch/torch.h>
+// CHECK-NEXT: {{^}}+#include <acc/acc.h>
+// CHECK-NEXT: {{^}} #include <vector>
 // CHECK-NOT: {{^}}+#include <acc/acc.h>
+// The migrated files parse (acc's headers before progress.h): running again changes nothing.
+// RUN: %acc-migrate --in-place --rules=backward %t -- %stub-flags -DWITH_PROGRESS
+// RUN: %acc-migrate --rules=backward %t -- %stub-flags -DWITH_PROGRESS > %t/again.diff
+// RUN: not grep . %t/again.diff
 
 void a(torch::Tensor loss) { loss.backward(); }
 void b(torch::Tensor loss) { loss.backward(); }

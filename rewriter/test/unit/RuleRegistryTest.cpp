@@ -59,7 +59,7 @@ TEST(RuleRegistry, ListsEachRuleOnceWithAnExplanationAndASetUp) {
     EXPECT_EQ(findRule(name), rule) << name;
   }
   EXPECT_EQ(findRule("nope"), nullptr);
-  EXPECT_EQ(allRules().size(), 16u);  // a new rule: a line here, a lit test, a row in docs/migrate.md
+  EXPECT_EQ(allRules().size(), 17u);  // a new rule: a line here, a lit test, a row in docs/migrate.md
 }
 
 TEST(RuleRegistry, FinalizersAreAlwaysPresentAndCannotBeSelected) {
@@ -153,6 +153,9 @@ TEST(RuleRegistry, EachRuleDeclaresFactsThatConnect) {
     EXPECT_EQ(findRule(report)->produces, 0u) << report;
     EXPECT_EQ(findRule(report)->consumes, 0u) << report;
   }
+  // A report on the functions that use the accelerator.
+  EXPECT_EQ(findRule("every-rank-side-effect")->produces, 0u);
+  EXPECT_EQ(findRule("every-rank-side-effect")->consumes, FactSet(AcceleratorUsers));
 }
 
 }  // namespace

@@ -8,6 +8,8 @@ struct AcceleratorOptions {
 };
 class Accelerator {
  public:
+  // acc's headers use constexpr: include-acc.cpp checks that a project's `#define constexpr` comes after.
+  static constexpr int kMainProcessIndex = 0;
   Accelerator(AcceleratorOptions = {}) {}
   c10::Device device() const { return c10::Device(c10::kCPU); }
   template <typename... Objects> void prepare(Objects &...) {}
@@ -18,6 +20,7 @@ class Accelerator {
   template <typename... Args> void backward(const at::Tensor &, Args &&...) {}
   double clip_grad_norm_(std::vector<at::Tensor>, double) { return 0; }
   void clip_grad_value_(std::vector<at::Tensor>, double) {}
+  int process_index() const { return 0; }
   bool is_main_process() const { return true; }
   bool is_local_main_process() const { return true; }
   void wait_for_everyone() {}
