@@ -168,8 +168,12 @@ int main(int argc, const char **argv) {
     llvm::errs() << "acc-migrate: error: " << error << "\n";
     status = ExitSomeFilesFailed;
   }
+  // Build files cmake-link edits lie above the inputs (CMakeLists.txt beside src/): the mirrored tree
+  // then starts where they do.
+  std::vector<std::string> bases = roots;
+  for (const FileChange &change : run.changes) bases.push_back(path::parent_path(change.path).str());
   if (!options.outputDir.empty() &&
-      !writeOutputDir(run.changes, roots, commonBase(roots), absolute(options.outputDir), error)) {
+      !writeOutputDir(run.changes, roots, commonBase(bases), absolute(options.outputDir), error)) {
     llvm::errs() << "acc-migrate: error: " << error << "\n";
     status = ExitSomeFilesFailed;
   }
