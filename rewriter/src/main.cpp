@@ -127,14 +127,14 @@ int main(int argc, const char **argv) {
     llvm::errs() << "acc-migrate: error: " << error << "\n";
     return ExitUsage;
   }
-  std::unique_ptr<CompileFlags> flags = makeCompileFlags(options, argv[0], error);
-  if (!flags) {
-    llvm::errs() << "acc-migrate: error: " << error << "\n";
-    return ExitUsage;
-  }
   std::vector<std::string> sources = collectSources(options.inputs);
   if (sources.empty()) {
     llvm::errs() << "acc-migrate: error: no C++ sources (.cpp .cc .cxx) under the given paths\n";
+    return ExitUsage;
+  }
+  std::unique_ptr<CompileFlags> flags = makeCompileFlags(options, sources, argv[0], error);
+  if (!flags) {
+    llvm::errs() << "acc-migrate: error: " << error << "\n";
     return ExitUsage;
   }
   llvm::errs() << "acc-migrate: " << flags->description << "\n";
