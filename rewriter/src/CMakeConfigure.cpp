@@ -2,6 +2,8 @@
 
 #include <llvm/ADT/StringExtras.h>
 #include <llvm/Support/FileSystem.h>
+#include <llvm/Support/MD5.h>
+#include <llvm/Support/Path.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/Program.h>
 
@@ -34,8 +36,15 @@ std::string configureCMake(const std::string &top, const std::vector<std::string
     error = "cmake not found on PATH";
     return "";
   }
+  // The same directory for a project on every run (unless another run holds it): the build directory
+  // is part of the torch PCH's key (PchCache.h), which a new name each run would rebuild (~20 s).
   llvm::SmallString<128> dir;
-  if (std::error_code ec = fs::createUniqueDirectory("acc-migrate-cmake", dir)) {
+  llvm::sys::path::system_temp_directory(/*ErasedOnReboot=*/true, dir);
+  llvm::sys::path::append(dir, "acc-migrate-cmake-" + llvm::toHex(llvm::MD5::hash(llvm::arrayRefFromStringRef(top)),
+                                                                  /*LowerCase=*/true));
+  std::error_code ec = fs::create_directory(dir, /*IgnoreExisting=*/false);
+  if (ec) ec = fs::createUniqueDirectory("acc-migrate-cmake", dir);
+  if (ec) {
     error = "cannot create a temporary build directory: " + ec.message();
     return "";
   }
