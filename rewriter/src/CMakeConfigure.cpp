@@ -62,7 +62,7 @@ std::string configureCMake(const std::string &top, const std::vector<std::string
   auto buffer = llvm::MemoryBuffer::getFile(log);
   if (status == -2)
     error = "cmake crashed or was stopped at the " + std::to_string(timeoutSeconds) + " s limit" +
-            (message.empty() ? "" : ": " + message);
+            (message.empty() ? "" : ": " + llvm::StringRef(message).rtrim(": ").str());
   else if (failed || status < 0)
     error = message.empty() ? "cmake did not run" : message;
   else
