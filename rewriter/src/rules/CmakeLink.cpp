@@ -47,10 +47,14 @@ Edit lineAfter(const cmake::ListsFile &file, const cmake::Command &command, cons
   return insertion(file, command.end, "\n" + indentAt(file.text, command.begin) + line);
 }
 
+// Where find_package(acc) goes: after find_package(Torch), else after the top's project(); `in` is its file.
 const cmake::Command *findPackageAnchor(const cmake::Project &project, const cmake::ListsFile *&in) {
   for (const cmake::ListsFile &file : project.files())
     for (const cmake::Command &command : file.commands)
-      if (!command.inFunction && isCommand(command, "find_package", "Torch")) return in = &file, &command;
+      if (!command.inFunction && isCommand(command, "find_package", "Torch")) {
+        in = &file;
+        return &command;
+      }
   in = project.file(project.top + "/CMakeLists.txt");
   if (!in) return nullptr;
   for (const cmake::Command &command : in->commands)
