@@ -1,10 +1,16 @@
 #include "CompileFlags.h"
 
+#include "CMakeConfigure.h"
+#include "CMakeProject.h"
+#include "GccFlags.h"
+
 #include <clang/Tooling/JSONCompilationDatabase.h>
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/Path.h>
 #include <llvm/Support/Program.h>
+#include <algorithm>
 #include <cstdlib>
+#include <set>
 
 using namespace clang::tooling;
 namespace fs = llvm::sys::fs;
@@ -41,13 +47,14 @@ class FallbackDatabase : public CompilationDatabase {
     std::vector<CompileCommand> commands;
     if (primary_) commands = primary_->getCompileCommands(file);
     if (commands.empty()) return fallback_->getCompileCommands(file);
-    for (auto &command : commands) command.CommandLine = withoutBuildPch(command.CommandLine);
+    for (auto &command : commands) command.CommandLine = gcc_.forClang(withoutBuildPch(command.CommandLine));
     return commands;
   }
   std::vector<std::string> getAllFiles() const override { return primary_ ? primary_->getAllFiles() : std::vector<std::string>{}; }
 
  private:
   std::unique_ptr<CompilationDatabase> primary_, fallback_;
+  mutable GccFlags gcc_;
 };
 
 bool isDir(const llvm::Twine &p) { return fs::is_directory(p); }
@@ -84,6 +91,38 @@ std::string findAccInclude(const Options &options, const char *argv0) {
   return "";
 }
 
+bool buildsAny(const cmake::Project &project, const std::vector<std::string> &sources) {
+  return std::any_of(sources.begin(), sources.end(),
+                     [&](const std::string &source) { return !project.targetsOf(source).empty(); });
+}
+
+std::string scopeRoot(const std::string &input) {
+  llvm::SmallString<256> dir(input);
+  fs::make_absolute(dir);
+  if (!isDir(dir)) path::remove_filename(dir);
+  path::remove_dots(dir, /*remove_dot_dot=*/true);
+  return std::string(dir);
+}
+
+// Directories named include, and those holding headers, under `root` (build trees and hidden
+// directories skipped).
+std::vector<std::string> projectIncludeDirs(const std::string &root) {
+  std::set<std::string> dirs;
+  std::error_code ec;
+  size_t seen = 0;
+  for (fs::recursive_directory_iterator it(root, ec), end; it != end && !ec && ++seen < 20000; it.increment(ec)) {
+    llvm::StringRef name = path::filename(it->path());
+    if (it->type() == fs::file_type::directory_file) {
+      if (name.startswith(".") || name == "build" || name.startswith("build-")) it.no_push();
+      else if (name == "include") dirs.insert(it->path());
+      continue;
+    }
+    llvm::StringRef ext = path::extension(name);
+    if (ext == ".h" || ext == ".hpp" || ext == ".hh" || ext == ".hxx") dirs.insert(path::parent_path(it->path()).str());
+  }
+  return {dirs.begin(), dirs.end()};
+}
+
 }  // namespace
 
 std::vector<std::string> torchIncludeDirs(const Options &options) {
@@ -97,19 +136,43 @@ std::vector<std::string> torchIncludeDirs(const Options &options) {
   return venv.empty() ? std::vector<std::string>{} : includeDirsOf(venv);
 }
 
-std::unique_ptr<CompileFlags> makeCompileFlags(const Options &options, const char *argv0, std::string &error) {
+std::vector<std::string> torchCacheArgs(const Options &options) {
+  if (const char *torchCmake = std::getenv("Torch_DIR")) return {std::string("-DTorch_DIR=") + torchCmake};
+  if (std::getenv("CMAKE_PREFIX_PATH")) return {};  // CMake reads it from the environment
+  std::vector<std::string> include = torchIncludeDirs(options);
+  if (include.empty()) return {};
+  std::string config = path::parent_path(include.front()).str() + "/share/cmake/Torch";
+  if (!isDir(config)) return {};
+  return {"-DTorch_DIR=" + config};
+}
+
+CompileFlags::~CompileFlags() {
+  if (!temporaryBuildDir.empty()) fs::remove_directories(temporaryBuildDir);
+}
+
+std::unique_ptr<CompileFlags> makeCompileFlags(const Options &options, const std::vector<std::string> &sources,
+                                               const char *argv0, std::string &error) {
   auto flags = std::make_unique<CompileFlags>();
   std::unique_ptr<CompilationDatabase> json;
   std::string jsonDir = options.buildDir;
+  std::string top = cmake::Project::findTop(sources.front());
+  bool projectBuildsSources = !top.empty() && buildsAny(cmake::Project::load(top), sources);
   if (jsonDir.empty()) {
-    // build/compile_commands.json in or above the first input, as clangd and clang-tidy look for it.
+    // build/compile_commands.json in or above the first input, as clangd and clang-tidy look for it;
+    // not above the CMake project that builds the sources (one there is another project's).
     llvm::SmallString<256> dir(options.inputs.front());
     fs::make_absolute(dir);
     if (!isDir(dir)) path::remove_filename(dir);
     for (; !dir.empty(); dir = path::parent_path(dir)) {
       if (fs::exists(dir + "/compile_commands.json")) { jsonDir = dir.str().str(); break; }
       if (fs::exists(dir + "/build/compile_commands.json")) { jsonDir = (dir + "/build").str(); break; }
+      if (projectBuildsSources && dir == top) break;
     }
+  }
+  // No database, and a CMake project that builds the sources: its own configure writes one.
+  std::string configureError;
+  if (jsonDir.empty() && projectBuildsSources) {
+    jsonDir = flags->temporaryBuildDir = configureCMake(top, torchCacheArgs(options), 120, configureError);
   }
   if (!jsonDir.empty()) {
     std::string loadError;
@@ -127,13 +190,25 @@ std::unique_ptr<CompileFlags> makeCompileFlags(const Options &options, const cha
   for (const std::string &dir : torch) inferred.insert(inferred.end(), {"-isystem", dir});
   std::string acc = findAccInclude(options, argv0);
   if (!acc.empty()) inferred.insert(inferred.end(), {"-isystem", acc});
+  if (!json) {
+    // The project's own headers (`#include "model.h"` from another directory): after every other
+    // directory, so that they never shadow a system header of the same name.
+    std::string root = projectBuildsSources ? top : scopeRoot(options.inputs.front());
+    for (const std::string &dir : projectIncludeDirs(root)) inferred.insert(inferred.end(), {"-idirafter", dir});
+  }
   auto fixed = std::make_unique<FixedCompilationDatabase>(".", inferred);
 
   std::string inferredText;
   for (const std::string &arg : inferred) inferredText += " " + arg;
   for (const std::string &arg : options.extraArgs) inferredText += " " + arg;  // the driver adds these
-  if (json)
+  if (json && !flags->temporaryBuildDir.empty())
+    flags->description = "no compile_commands.json found; flags from configuring the CMake project " + top +
+                         " in a temporary directory; files it does not list use" + inferredText;
+  else if (json)
     flags->description = "flags from " + jsonDir + "/compile_commands.json; files it does not list use" + inferredText;
+  else if (!configureError.empty())
+    flags->description = "no compile_commands.json found; configuring the CMake project " + top + " failed (" +
+                         configureError + "); inferred flags:" + inferredText;
   else
     flags->description = "no compile_commands.json found (pass -p DIR); inferred flags:" + inferredText;
   if (torch.empty())

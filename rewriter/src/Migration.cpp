@@ -107,6 +107,15 @@ void Migration::run(const std::vector<const Rule *> &steps) {
                    [&](const Edit &a, const Edit &b) { return order[a.rule] < order[b.rule]; });
 }
 
+// A file as clang names it can be relative to the current directory (`-Iproj/include`): edits and
+// findings carry the absolute path, so that --output-dir maps it under the scope like the sources.
+static std::string absolutePath(StringRef name) {
+  SmallString<256> path(name);
+  llvm::sys::fs::make_absolute(path);
+  llvm::sys::path::remove_dots(path, /*remove_dot_dot=*/true);
+  return std::string(path);
+}
+
 bool Migration::replace(CharSourceRange range, StringRef text) {
   SourceLocation begin = range.getBegin(), end = range.getEnd();
   if (begin.isMacroID() || end.isMacroID()) {
@@ -117,7 +126,7 @@ bool Migration::replace(CharSourceRange range, StringRef text) {
   if (!inProject(begin)) return false;
   if (range.isTokenRange()) end = afterToken(end, sm, lang);
   Edit edit;
-  edit.file = sm.getFileEntryRefForID(sm.getFileID(begin))->getName().str();
+  edit.file = absolutePath(sm.getFileEntryRefForID(sm.getFileID(begin))->getName());
   edit.offset = sm.getFileOffset(begin);
   edit.length = sm.getFileOffset(end) - edit.offset;
   edit.text = text.str();
@@ -138,7 +147,7 @@ void Migration::report(SourceLocation loc, const Twine &reason, const Twine &sug
   loc = sm.getExpansionLoc(loc);  // for a macro, where the user wrote it
   Finding f;
   if (OptionalFileEntryRef entry = sm.getFileEntryRefForID(sm.getFileID(loc)))
-    f.file = entry->getName().str();
+    f.file = absolutePath(entry->getName());
   f.line = sm.getSpellingLineNumber(loc);
   f.column = sm.getSpellingColumnNumber(loc);
   f.rule = rule_ ? rule_->name : "";
@@ -146,6 +155,16 @@ void Migration::report(SourceLocation loc, const Twine &reason, const Twine &sug
   f.suggestion = suggestion.str();
   f.level = level;
   out_.findings.push_back(std::move(f));
+}
+
+void Migration::editFile(Edit edit) {
+  edit.rule = rule_ ? rule_->name : "";
+  out_.edits.push_back(std::move(edit));
+}
+
+void Migration::reportInFile(Finding finding) {
+  finding.rule = rule_ ? rule_->name : "";
+  out_.findings.push_back(std::move(finding));
 }
 
 std::string Migration::text(SourceRange range) const { return sourceText(range, sm, lang); }

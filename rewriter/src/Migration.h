@@ -82,6 +82,11 @@ class Migration {
   void report(clang::SourceLocation loc, const llvm::Twine &reason, const llvm::Twine &suggestion,
               Finding::Level level = Finding::Level::Warning);
 
+  // Build files (CMakeLists.txt) are outside the parsed unit and usually outside the scope: cmake-link
+  // edits and reports them by path and offset, as the running rule.
+  void editFile(Edit edit);
+  void reportInFile(Finding finding);
+
   std::string text(clang::SourceRange tokenRange) const;
 
   // The function whose body holds `node` (lambdas excluded: they see the enclosing function's

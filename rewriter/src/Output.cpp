@@ -29,7 +29,10 @@ bool hasClangFormatFile(llvm::StringRef file) {
 // Only the edited lines follow the style; the rest of the file stays byte for byte.
 std::string applyReplacements(const std::string &path, const std::string &code, const Replacements &replacements) {
   Replacements toApply = replacements;
-  if (hasClangFormatFile(path)) {
+  // Build files (cmake-link's edits) are not C++: clang-format would mangle them.
+  llvm::StringRef name = path::filename(path);
+  bool buildFile = name == "CMakeLists.txt" || name.endswith(".cmake");
+  if (!buildFile && hasClangFormatFile(path)) {
     llvm::Expected<clang::format::FormatStyle> style = clang::format::getStyle("file", path, "none", code);
     if (style) {
       llvm::Expected<Replacements> formatted = clang::format::formatReplacements(code, replacements, *style);

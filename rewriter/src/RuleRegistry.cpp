@@ -87,7 +87,7 @@ const std::vector<Rule> &allFinalizers() {
       {"create-accelerator", "declares acc::Accelerator accelerator; where it is used, or passes it in", true, kAcc,
        kUsers | kOptions, registerCreateAccelerator},
       {"include-acc", "#include <acc/acc.h> once in each file that uses acc", true, kNone, kAcc, registerIncludeAcc},
-      {"cmake-link", "reports the CMake targets that build migrated files (find_package(acc), link acc::acc)", true,
+      {"cmake-link", "links the CMake targets that build migrated files to acc (find_package(acc), acc::acc)", true,
        kNone, kAcc, registerCmakeLink},
   };
   return finalizers;

@@ -127,14 +127,14 @@ int main(int argc, const char **argv) {
     llvm::errs() << "acc-migrate: error: " << error << "\n";
     return ExitUsage;
   }
-  std::unique_ptr<CompileFlags> flags = makeCompileFlags(options, argv[0], error);
-  if (!flags) {
-    llvm::errs() << "acc-migrate: error: " << error << "\n";
-    return ExitUsage;
-  }
   std::vector<std::string> sources = collectSources(options.inputs);
   if (sources.empty()) {
     llvm::errs() << "acc-migrate: error: no C++ sources (.cpp .cc .cxx) under the given paths\n";
+    return ExitUsage;
+  }
+  std::unique_ptr<CompileFlags> flags = makeCompileFlags(options, sources, argv[0], error);
+  if (!flags) {
+    llvm::errs() << "acc-migrate: error: " << error << "\n";
     return ExitUsage;
   }
   llvm::errs() << "acc-migrate: " << flags->description << "\n";
@@ -168,8 +168,12 @@ int main(int argc, const char **argv) {
     llvm::errs() << "acc-migrate: error: " << error << "\n";
     status = ExitSomeFilesFailed;
   }
+  // Build files cmake-link edits lie above the inputs (CMakeLists.txt beside src/): the mirrored tree
+  // then starts where they do.
+  std::vector<std::string> bases = roots;
+  for (const FileChange &change : run.changes) bases.push_back(path::parent_path(change.path).str());
   if (!options.outputDir.empty() &&
-      !writeOutputDir(run.changes, roots, commonBase(roots), absolute(options.outputDir), error)) {
+      !writeOutputDir(run.changes, roots, commonBase(bases), absolute(options.outputDir), error)) {
     llvm::errs() << "acc-migrate: error: " << error << "\n";
     status = ExitSomeFilesFailed;
   }

@@ -1,82 +1,124 @@
-// cmake-link (report): the CMake target that builds a migrated file must link acc. For each file that
-// now uses acc, the nearest CMakeLists.txt above it whose add_executable/add_library lists the file
-// gets a finding at that line: add `find_package(acc CONFIG REQUIRED)` and link `acc::acc`. A
-// CMakeLists.txt that already names acc::acc is left alone. (Other build systems: see docs/migrate.md,
-// `pkg-config --cflags --libs acc`.) Reported rather than edited: build files are the project's own
-// language, with variables, generator expressions and target lists acc-migrate does not evaluate.
+// cmake-link: the CMake targets that build a migrated file must link acc. For each source whose unit
+// now uses acc (itself or a header it includes), the project's top CMakeLists.txt (CMakeProject.h)
+// gets `find_package(acc CONFIG REQUIRED)` once, after find_package(Torch) or else after project(),
+// and every target that lists the source gets `acc::acc`: appended to its last target_link_libraries
+// (keeping that call's signature, which CMake forbids mixing), or in a new
+// `target_link_libraries(T PRIVATE acc::acc)` after the target's definition. These are edits of build
+// files outside the parsed unit, often outside the given scope (src/ beside CMakeLists.txt): only
+// build files are edited there. A target defined in a function()/macro() or named through what the
+// tool cannot know is reported with the lines to add; so is a source with no CMakeLists.txt above it
+// (`pkg-config --cflags --libs acc`). Nothing when acc is already found and linked.
+#include "CMakeProject.h"
 #include "Migration.h"
 
 #include <llvm/Support/FileSystem.h>
-#include <llvm/Support/MemoryBuffer.h>
-#include <llvm/Support/Path.h>
 #include <algorithm>
-#include <regex>
-#include <sstream>
 
 using namespace clang;
-namespace fs = llvm::sys::fs;
-namespace path = llvm::sys::path;
 
 namespace accmigrate {
 namespace {
 
-struct Target {
-  std::string name;
-  unsigned line = 0, column = 0;
-};
+bool isCommand(const cmake::Command &command, llvm::StringRef name, llvm::StringRef first) {
+  return command.name == name && !command.args.empty() && llvm::StringRef(command.args[0].text).equals_insensitive(first);
+}
 
-// The target in `cmake` (text) whose source list names `file`, if any.
-bool findTarget(llvm::StringRef cmake, llvm::StringRef file, Target &out) {
-  static const std::regex command(R"((add_executable|add_library)\s*\(([^)]*)\))", std::regex::icase);
-  std::string text = cmake.str();
-  for (std::sregex_iterator it(text.begin(), text.end(), command), end; it != end; ++it) {
-    std::istringstream args((*it)[2].str());
-    std::string name, word;
-    args >> name;
-    while (args >> word)
-      if (path::filename(word) == path::filename(file)) {
-        out.name = name;
-        size_t offset = it->position(0);
-        out.line = 1 + std::count(text.begin(), text.begin() + offset, '\n');
-        size_t lineStart = text.find_last_of('\n', offset == 0 ? 0 : offset - 1);
-        out.column = offset == 0 || lineStart == std::string::npos ? offset + 1 : offset - lineStart;
-        return true;
+// The whitespace that starts the line holding `offset`: inserted lines line up with their neighbour.
+std::string indentAt(llvm::StringRef text, unsigned offset) {
+  size_t lineStart = text.take_front(offset).rfind('\n');
+  lineStart = lineStart == llvm::StringRef::npos ? 0 : lineStart + 1;
+  return text.slice(lineStart, offset).take_while([](char c) { return c == ' ' || c == '\t'; }).str();
+}
+
+Edit insertion(const cmake::ListsFile &file, unsigned offset, const std::string &text) {
+  Edit edit;
+  edit.file = file.path;
+  edit.offset = offset;
+  edit.text = text;
+  llvm::StringRef before = llvm::StringRef(file.text).take_front(offset);
+  edit.line = 1 + before.count('\n');
+  size_t lineStart = before.rfind('\n');
+  edit.column = lineStart == llvm::StringRef::npos ? offset + 1 : offset - lineStart;
+  return edit;
+}
+
+// An edit adding a line after `command`.
+Edit lineAfter(const cmake::ListsFile &file, const cmake::Command &command, const std::string &line) {
+  return insertion(file, command.end, "\n" + indentAt(file.text, command.begin) + line);
+}
+
+// Where find_package(acc) goes: after find_package(Torch), else after the top's project(); `in` is its file.
+const cmake::Command *findPackageAnchor(const cmake::Project &project, const cmake::ListsFile *&in) {
+  for (const cmake::ListsFile &file : project.files())
+    for (const cmake::Command &command : file.commands)
+      if (!command.inFunction && isCommand(command, "find_package", "Torch")) {
+        in = &file;
+        return &command;
       }
-  }
+  in = project.file(project.top + "/CMakeLists.txt");
+  if (!in) return nullptr;
+  for (const cmake::Command &command : in->commands)
+    if (!command.inFunction && command.name == "project") return &command;
+  return nullptr;
+}
+
+bool linksAcc(const cmake::Target &target) {
+  for (const auto &[file, call] : target.linkCalls)
+    for (const cmake::Argument &arg : call->args)
+      if (arg.text == "acc::acc") return true;
   return false;
 }
 
-}  // namespace
-
-static void applyCmakeLink(Migration &m) {
-  for (FileID id : m.filesUsingAcc()) {
-    OptionalFileEntryRef entry = m.sm.getFileEntryRefForID(id);
-    if (!entry || id != m.sm.getMainFileID()) continue;  // headers are built by the sources that include them
-    llvm::SmallString<256> dir(entry->getName());
-    fs::make_absolute(dir);
-    std::string file = dir.str().str();
-    for (path::remove_filename(dir); !dir.empty(); dir = path::parent_path(dir)) {
-      llvm::SmallString<256> cmakePath(dir);
-      path::append(cmakePath, "CMakeLists.txt");
-      auto buffer = llvm::MemoryBuffer::getFile(cmakePath);
-      Target target;
-      if (buffer && findTarget((*buffer)->getBuffer(), file, target)) {
-        if ((*buffer)->getBuffer().contains("acc::acc")) break;
-        // The finding points into CMakeLists.txt: give the SourceManager that file so it has a location.
-        auto cmakeEntry = m.ctx.getSourceManager().getFileManager().getFileRef(cmakePath);
-        if (!cmakeEntry) break;
-        FileID cmakeId = m.ctx.getSourceManager().getOrCreateFileID(&cmakeEntry->getFileEntry(), SrcMgr::C_User);
-        m.report(m.sm.translateLineCol(cmakeId, target.line, target.column),
-                 "target `" + target.name + "` builds code that now uses acc",
-                 "add `find_package(acc CONFIG REQUIRED)` and `target_link_libraries(" + target.name +
-                     " PRIVATE acc::acc)`",
-                 Finding::Level::Note);
-        break;
-      }
-      if (fs::exists(dir + "/.git")) break;  // the top of the project
+void applyCmakeLink(Migration &m) {
+  if (m.filesUsingAcc().empty()) return;  // a header's use counts: its includer's targets build it
+  OptionalFileEntryRef mainEntry = m.sm.getFileEntryRefForID(m.sm.getMainFileID());
+  if (!mainEntry) return;
+  llvm::SmallString<256> mainFile(mainEntry->getName());
+  llvm::sys::fs::make_absolute(mainFile);
+  if (!llvm::sys::fs::exists(mainFile)) return;  // an in-memory unit has no build
+  std::string top = cmake::Project::findTop(std::string(mainFile));
+  if (top.empty()) {
+    m.reportInFile({std::string(mainFile), 1, 1, "", "this file now uses acc and no CMakeLists.txt is above it",
+                    "link acc with the flags of `pkg-config --cflags --libs acc`", Finding::Level::Note});
+    return;
+  }
+  cmake::Project project = cmake::Project::load(top);
+  std::vector<const cmake::Target *> targets = project.targetsOf(std::string(mainFile));
+  bool foundAcc = std::any_of(project.files().begin(), project.files().end(), [](const cmake::ListsFile &file) {
+    return std::any_of(file.commands.begin(), file.commands.end(),
+                       [](const cmake::Command &c) { return isCommand(c, "find_package", "acc"); });
+  });
+  const cmake::ListsFile *anchorFile = nullptr;
+  const cmake::Command *anchor = findPackageAnchor(project, anchorFile);
+  bool findPackageEdited = false;
+  for (const cmake::Target *target : targets) {
+    if (linksAcc(*target) || !target->resolved) continue;
+    if (!foundAcc && anchor) {
+      m.editFile(lineAfter(*anchorFile, *anchor, "find_package(acc CONFIG REQUIRED)"));
+      findPackageEdited = true;
+    }
+    const cmake::ListsFile *file = project.file(target->listsFile);
+    if (!target->linkCalls.empty()) {
+      const auto &[callFile, call] = target->linkCalls.back();
+      m.editFile(insertion(*project.file(callFile), call->args.back().end, " acc::acc"));
+    } else {
+      m.editFile(lineAfter(*file, *target->definition, "target_link_libraries(" + target->name + " PRIVATE acc::acc)"));
     }
   }
+  for (const cmake::Target *target : targets) {
+    if (linksAcc(*target) || target->resolved) continue;
+    std::string lines = "`target_link_libraries(" + target->name + " PRIVATE acc::acc)`";
+    if (!foundAcc && !findPackageEdited) lines = "`find_package(acc CONFIG REQUIRED)` and " + lines;
+    m.reportInFile({target->listsFile, target->definition->line, target->definition->column, "",
+                    "target `" + target->name + "` builds code that now uses acc; it is defined " +
+                        (target->definition->inFunction ? "in a function or macro"
+                                                        : "through variables or generator expressions") +
+                        ", which acc-migrate does not edit",
+                    "add " + lines, Finding::Level::Note});
+  }
 }
+
+}  // namespace
 
 void registerCmakeLink(Migration &m) { m.atEnd([&m] { applyCmakeLink(m); }); }
 

@@ -1,0 +1,74 @@
+#include "CMakeConfigure.h"
+
+#include <llvm/ADT/StringExtras.h>
+#include <llvm/Support/FileSystem.h>
+#include <llvm/Support/MD5.h>
+#include <llvm/Support/Path.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/Program.h>
+
+namespace fs = llvm::sys::fs;
+
+namespace accmigrate {
+namespace {
+
+// What to show of a failed configure: from CMake's first "CMake Error" on, a few non-empty lines.
+std::string firstErrorLines(llvm::StringRef log) {
+  size_t start = log.find("CMake Error");
+  if (start != llvm::StringRef::npos) log = log.drop_front(start);
+  llvm::SmallVector<llvm::StringRef, 16> lines;
+  log.split(lines, '\n', -1, /*KeepEmpty=*/false);
+  std::vector<std::string> shown;
+  for (llvm::StringRef line : lines) {
+    if (line.trim().empty()) continue;
+    shown.push_back(line.trim().str());
+    if (shown.size() == 3) break;
+  }
+  return shown.empty() ? "no message" : llvm::join(shown, " | ");
+}
+
+}  // namespace
+
+std::string configureCMake(const std::string &top, const std::vector<std::string> &cacheArgs, unsigned timeoutSeconds,
+                           std::string &error) {
+  llvm::ErrorOr<std::string> cmake = llvm::sys::findProgramByName("cmake");
+  if (!cmake) {
+    error = "cmake not found on PATH";
+    return "";
+  }
+  // The same directory for a project on every run (unless another run holds it): the build directory
+  // is part of the torch PCH's key (PchCache.h), which a new name each run would rebuild (~20 s).
+  llvm::SmallString<128> dir;
+  llvm::sys::path::system_temp_directory(/*ErasedOnReboot=*/true, dir);
+  llvm::sys::path::append(dir, "acc-migrate-cmake-" + llvm::toHex(llvm::MD5::hash(llvm::arrayRefFromStringRef(top)),
+                                                                  /*LowerCase=*/true));
+  std::error_code ec = fs::create_directory(dir, /*IgnoreExisting=*/false);
+  if (ec) ec = fs::createUniqueDirectory("acc-migrate-cmake", dir);
+  if (ec) {
+    error = "cannot create a temporary build directory: " + ec.message();
+    return "";
+  }
+  std::vector<std::string> args = {*cmake, "-S", top, "-B", std::string(dir), "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON"};
+  if (llvm::sys::findProgramByName("ninja")) args.insert(args.end(), {"-G", "Ninja"});
+  args.insert(args.end(), cacheArgs.begin(), cacheArgs.end());
+  std::vector<llvm::StringRef> argv(args.begin(), args.end());
+  std::string log = std::string(dir) + "/acc-migrate-configure.log";
+  std::optional<llvm::StringRef> redirects[] = {llvm::StringRef(""), llvm::StringRef(log), llvm::StringRef(log)};
+  std::string message;
+  bool failed = false;
+  // A configure that hangs (a download, a prompt) must not hang the tool: Wait kills it at the limit.
+  int status = llvm::sys::ExecuteAndWait(*cmake, argv, std::nullopt, redirects, timeoutSeconds, 0, &message, &failed);
+  if (status == 0 && fs::exists(std::string(dir) + "/compile_commands.json")) return std::string(dir);
+  auto buffer = llvm::MemoryBuffer::getFile(log);
+  if (status == -2)
+    error = "cmake crashed or was stopped at the " + std::to_string(timeoutSeconds) + " s limit" +
+            (message.empty() ? "" : ": " + llvm::StringRef(message).rtrim(": ").str());
+  else if (failed || status < 0)
+    error = message.empty() ? "cmake did not run" : message;
+  else
+    error = buffer ? firstErrorLines((*buffer)->getBuffer()) : "cmake failed";
+  fs::remove_directories(dir);
+  return "";
+}
+
+}  // namespace accmigrate
