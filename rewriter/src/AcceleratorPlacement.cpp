@@ -12,11 +12,11 @@ std::string acceleratorDeclaration(const std::set<std::string> &options) {
   return "acc::Accelerator accelerator(acc::AcceleratorOptions()" + setters + ");";
 }
 
-std::set<std::string> placeAccelerator(const std::vector<const AcceleratorSummary *> &summaries,
-                                       std::vector<Finding> &findings) {
+Placement placeAccelerator(const std::vector<const AcceleratorSummary *> &summaries, std::vector<Finding> &findings) {
   struct Node {
     PlacedFunction function;
-    std::set<std::string> callers;
+    std::set<std::string> callers, callees;
+    std::set<std::string> options;  // of the units where it uses the accelerator
   };
   std::map<std::string, Node> nodes;
   std::vector<std::string> order;  // first seen: findings and decisions do not depend on map order
@@ -25,16 +25,19 @@ std::set<std::string> placeAccelerator(const std::vector<const AcceleratorSummar
     for (const PlacedFunction &fn : summary->functions) {
       auto [it, added] = nodes.try_emplace(fn.usr, Node{fn, {}});
       PlacedFunction &merged = it->second.function;
+      if (merged.usr.empty()) merged = fn;  // seen before only as the end of a call
       if (added) order.push_back(fn.usr);
       merged.usesAccelerator |= fn.usesAccelerator;
+      if (fn.usesAccelerator) it->second.options.insert(summary->options.begin(), summary->options.end());
       merged.hasAccelerator |= fn.hasAccelerator;
       hasMain |= fn.isMain;
     }
     for (const auto &[caller, callee] : summary->calls)
-      if (caller != callee) nodes[callee].callers.insert(caller);
+      if (caller != callee) nodes[callee].callers.insert(caller), nodes[caller].callees.insert(callee);
   }
 
-  std::set<std::string> decisions, visited;
+  Placement placement;
+  std::set<std::string> &decisions = placement.decisions, visited;
   std::vector<std::string> pending;
   for (const std::string &usr : order)
     if (nodes[usr].function.usesAccelerator) {
@@ -65,7 +68,20 @@ std::set<std::string> placeAccelerator(const std::vector<const AcceleratorSummar
       for (const std::string &caller : node.callers) pending.push_back(caller);
     }
   }
-  return decisions;
+  // Each declaration: the options of everything it reaches.
+  for (const std::string &decision : decisions) {
+    if (decision.rfind("local:", 0) != 0) continue;
+    std::set<std::string> &options = placement.options[decision];
+    std::vector<std::string> reach = {decision.substr(6)};
+    std::set<std::string> seen(reach.begin(), reach.end());
+    for (size_t i = 0; i < reach.size(); ++i) {
+      const Node &node = nodes[reach[i]];
+      options.insert(node.options.begin(), node.options.end());
+      for (const std::string &callee : node.callees)
+        if (seen.insert(callee).second) reach.push_back(callee);
+    }
+  }
+  return placement;
 }
 
 namespace {
@@ -91,25 +107,23 @@ void keepDecided(std::vector<T> &items, const std::set<std::string> &decisions) 
 
 void applyAcceleratorPlacement(std::vector<UnitResult> &units) {
   std::vector<const AcceleratorSummary *> summaries;
-  std::set<std::string> options;
   for (const UnitResult &unit : units)
-    if (unit.parsed) {
-      summaries.push_back(&unit.accelerator);
-      options.insert(unit.accelerator.options.begin(), unit.accelerator.options.end());
-    }
+    if (unit.parsed) summaries.push_back(&unit.accelerator);
   std::vector<Finding> findings;
-  std::set<std::string> decisions = placeAccelerator(summaries, findings);
-  const std::string declaration = acceleratorDeclaration(options);
+  Placement placement = placeAccelerator(summaries, findings);
   bool reported = false;
   for (UnitResult &unit : units) {
     if (!unit.parsed) continue;
-    keepDecided(unit.edits, decisions);
-    keepDecided(unit.findings, decisions);
+    keepDecided(unit.edits, placement.decisions);
+    keepDecided(unit.findings, placement.decisions);
+    // A kept declaration (create-accelerator wrote it with its own unit's options) gets its program's.
     for (Edit &edit : unit.edits) {
-      bool local = std::any_of(edit.onlyIf.begin(), edit.onlyIf.end(),
-                               [](const std::string &d) { return d.rfind("local:", 0) == 0; });
       size_t at = edit.text.find("acc::Accelerator accelerator");
-      if (local && at != std::string::npos) edit.text = edit.text.substr(0, at) + declaration;
+      for (const std::string &decision : edit.onlyIf) {
+        auto options = placement.options.find(decision);
+        if (at != std::string::npos && options != placement.options.end())
+          edit.text = edit.text.substr(0, at) + acceleratorDeclaration(options->second);
+      }
     }
     if (!reported) unit.findings.insert(unit.findings.end(), findings.begin(), findings.end());
     reported = true;

@@ -10,6 +10,7 @@
 #pragma once
 #include "Result.h"
 
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -19,12 +20,18 @@ namespace accmigrate {
 // `acc::Accelerator accelerator;`, or with the AcceleratorOptions setters (`step_scheduler_with_optimizer(false)`).
 std::string acceleratorDeclaration(const std::set<std::string> &options);
 
+struct Placement {
+  std::set<std::string> decisions;  // local:<usr>, param:<usr>, uses:<usr>
+  // For each local:<usr>: the accelerator options of the units whose accelerator users it reaches
+  // (one program's scheduler does not change another program's accelerator).
+  std::map<std::string, std::set<std::string>> options;
+};
+
 // The decisions that hold for these summaries, and the findings they raise.
-std::set<std::string> placeAccelerator(const std::vector<const AcceleratorSummary *> &summaries,
-                                       std::vector<Finding> &findings);
+Placement placeAccelerator(const std::vector<const AcceleratorSummary *> &summaries, std::vector<Finding> &findings);
 
 // Solves the placement over `units` (parsed ones), then keeps in each unit only the edits and findings
-// whose decision holds; the kept declarations get the options of every unit. New findings go to the
+// whose decision holds; each kept declaration gets the options of the code it reaches. New findings go to the
 // first parsed unit.
 void applyAcceleratorPlacement(std::vector<UnitResult> &units);
 

@@ -74,9 +74,15 @@ void passArgument(Migration &m, const CallExpr *call) {
   m.insert(call->getRParenLoc(), "accelerator");
 }
 
-std::string usrOf(const FunctionDecl *fn) {
+std::string usrOf(Migration &m, const FunctionDecl *fn) {
   SmallString<128> usr;
   if (index::generateUSRForDecl(fn, usr)) return "";
+  // Every program's `main` has one USR: a scope with several programs has one `main` per file.
+  if (fn->isMain())
+    if (OptionalFileEntryRef entry = m.sm.getFileEntryRefForID(m.sm.getFileID(m.sm.getExpansionLoc(fn->getLocation())))) {
+      usr += "@";
+      usr += entry->getName();
+    }
   return std::string(usr);
 }
 
@@ -110,7 +116,7 @@ void summarize(Migration &m, Unit &unit) {
   AcceleratorSummary &summary = m.acceleratorSummary();
   summary.options = m.acceleratorOptions();
   for (auto &[caller, callee] : unit.edges) {
-    std::string from = usrOf(caller), to = usrOf(callee);
+    std::string from = usrOf(m, caller), to = usrOf(m, callee);
     if (!from.empty() && !to.empty()) summary.calls.emplace_back(from, to);
   }
   for (const FunctionDecl *fn : functions) {
@@ -118,7 +124,7 @@ void summarize(Migration &m, Unit &unit) {
     bool defined = fn->hasBody(definition) && m.inProject(definition->getLocation());
     const FunctionDecl *shown = defined ? definition : fn;
     PlacedFunction placed;
-    placed.usr = usrOf(fn);
+    placed.usr = usrOf(m, fn);
     if (placed.usr.empty()) continue;
     placed.name = fn->getNameAsString();
     SourceLocation at = m.sm.getExpansionLoc(shown->getLocation());

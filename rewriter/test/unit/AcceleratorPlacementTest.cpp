@@ -21,7 +21,7 @@ std::set<std::string> place(const std::vector<AcceleratorSummary> &units, std::v
   std::vector<const AcceleratorSummary *> summaries;
   for (const AcceleratorSummary &unit : units) summaries.push_back(&unit);
   std::vector<Finding> local;
-  return placeAccelerator(summaries, findings ? *findings : local);
+  return placeAccelerator(summaries, findings ? *findings : local).decisions;
 }
 
 // A header function called from main in a.cpp; b.cpp includes the header and calls nothing.
@@ -82,7 +82,7 @@ TEST(AcceleratorPlacement, AVirtualFunctionCalledFromOthersDeclaresItsOwnWithAFi
   EXPECT_EQ(findings.size(), 1u);
 }
 
-// Only the edits whose decision holds are kept; the kept declaration has every unit's options.
+// Only the edits whose decision holds are kept; the kept declaration has the options of the code it reaches.
 TEST(AcceleratorPlacement, KeepsTheDecidedEditsWithEveryUnitsOptions) {
   std::vector<UnitResult> units(2);
   for (UnitResult &unit : units) unit.parsed = true;
@@ -108,6 +108,21 @@ TEST(AcceleratorPlacement, KeepsTheDecidedEditsWithEveryUnitsOptions) {
             "\n  acc::Accelerator accelerator(acc::AcceleratorOptions().step_scheduler_with_optimizer(false));");
   EXPECT_EQ(units[0].edits[1].text, "accelerator");
   ASSERT_EQ(units[1].edits.size(), 1u);
+}
+
+// Two programs in one scope: the scheduler of one does not change the other's accelerator.
+TEST(AcceleratorPlacement, OptionsGoToTheProgramThatNeedsThem) {
+  AcceleratorSummary one, two;
+  one.functions = {fn("main"), fn("train", true)};
+  one.calls = {{"main", "train"}};
+  one.options = {"step_scheduler_with_optimizer(false)"};
+  PlacedFunction otherMain = fn("main2", true);
+  otherMain.isMain = true;
+  two.functions = {otherMain};
+  std::vector<Finding> findings;
+  Placement placement = placeAccelerator({&one, &two}, findings);
+  EXPECT_EQ(placement.options["local:main"], (std::set<std::string>{"step_scheduler_with_optimizer(false)"}));
+  EXPECT_TRUE(placement.options["local:main2"].empty());
 }
 
 }  // namespace
