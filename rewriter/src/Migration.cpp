@@ -8,6 +8,7 @@
 #include <llvm/Support/ErrorHandling.h>
 #include <llvm/Support/Path.h>
 #include <algorithm>
+#include <utility>
 
 using namespace clang;
 using namespace clang::ast_matchers;
@@ -97,6 +98,16 @@ void Migration::run(const std::vector<const Rule *> &steps) {
   for (auto &[rule, step] : endSteps_) {
     rule_ = rule;
     step();
+    if (rule->consumes & FilesUsingAcc) {
+      // Each file that uses acc only if a placement decision holds, alone, under those decisions.
+      std::set<FileID> unconditional = facts_.filesUsingAcc;
+      for (auto &[file, decisions] : filesUsingAccIf_) {
+        if (unconditional.count(file)) continue;
+        facts_.filesUsingAcc = {file};
+        onlyIf(std::vector<std::string>(decisions.begin(), decisions.end()), step);
+      }
+      facts_.filesUsingAcc = unconditional;
+    }
   }
   rule_ = nullptr;
   // Edits in rule order, each rule's in the order it made them: insertions at one offset are joined
@@ -133,6 +144,7 @@ bool Migration::replace(CharSourceRange range, StringRef text) {
   edit.rule = rule_ ? rule_->name : "";
   edit.line = sm.getSpellingLineNumber(begin);
   edit.column = sm.getSpellingColumnNumber(begin);
+  edit.onlyIf = onlyIf_;
   out_.edits.push_back(std::move(edit));
   if (text.contains("accelerator") || text.contains("acc::")) noteUsesAcc(begin);
   return true;
@@ -154,17 +166,26 @@ void Migration::report(SourceLocation loc, const Twine &reason, const Twine &sug
   f.reason = reason.str();
   f.suggestion = suggestion.str();
   f.level = level;
+  f.onlyIf = onlyIf_;
   out_.findings.push_back(std::move(f));
 }
 
 void Migration::editFile(Edit edit) {
   edit.rule = rule_ ? rule_->name : "";
+  edit.onlyIf = onlyIf_;  // a build edit for a file that uses acc only under a placement decision
   out_.edits.push_back(std::move(edit));
 }
 
 void Migration::reportInFile(Finding finding) {
   finding.rule = rule_ ? rule_->name : "";
+  finding.onlyIf = onlyIf_;
   out_.findings.push_back(std::move(finding));
+}
+
+void Migration::onlyIf(std::vector<std::string> decisions, const std::function<void()> &make) {
+  std::vector<std::string> outer = std::exchange(onlyIf_, std::move(decisions));
+  make();
+  onlyIf_ = std::move(outer);
 }
 
 std::string Migration::text(SourceRange range) const { return sourceText(range, sm, lang); }
@@ -230,7 +251,9 @@ bool Migration::isPrepared(const VarDecl *model) {
 
 void Migration::noteUsesAcc(SourceLocation loc) {
   access(FilesUsingAcc, /*write=*/true);
-  facts_.filesUsingAcc.insert(sm.getFileID(sm.getFileLoc(loc)));
+  FileID file = sm.getFileID(sm.getFileLoc(loc));
+  if (onlyIf_.empty()) facts_.filesUsingAcc.insert(file);
+  else filesUsingAccIf_[file].insert(onlyIf_.begin(), onlyIf_.end());
 }
 
 const std::set<FileID> &Migration::filesUsingAcc() {

@@ -89,6 +89,14 @@ class Migration {
 
   std::string text(clang::SourceRange tokenRange) const;
 
+  // Edits and findings made inside `make` apply only if one of `decisions` holds after the placement
+  // of the accelerator across units (AcceleratorPlacement.h). A file whose acc API comes only from
+  // such edits is given to the consumers of files-using-acc (include-acc, cmake-link) one at a time,
+  // their edits and findings under the same decisions.
+  void onlyIf(std::vector<std::string> decisions, const std::function<void()> &make);
+  // What create-accelerator records of this unit for that placement.
+  AcceleratorSummary &acceleratorSummary() { return out_.accelerator; }
+
   // The function whose body holds `node` (lambdas excluded: they see the enclosing function's
   // variables), as written: instantiations map to their template.
   const clang::FunctionDecl *enclosingFunction(const clang::Stmt &node);
@@ -130,6 +138,9 @@ class Migration {
   clang::ast_matchers::MatchFinder finder_;
   std::vector<std::pair<const Rule *, std::function<void()>>> endSteps_;
   bool traversing_ = false;  // facts are read only in end steps
+  std::vector<std::string> onlyIf_;  // of the edits being made (onlyIf)
+  // Files whose acc API comes only from edits under decisions, with those decisions.
+  std::map<clang::FileID, std::set<std::string>> filesUsingAccIf_;
 };
 
 // Applies `rules` (in order), then every finalizer, to the parsed translation unit in `ctx`: their

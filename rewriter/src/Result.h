@@ -1,6 +1,8 @@
 // What a run produces, independent of Clang: text edits and findings, keyed by file path.
 // Translation units fill these; the output stage (Output.cpp, Report.cpp) consumes them.
 #pragma once
+#include "AcceleratorSummary.h"
+
 #include <string>
 #include <vector>
 
@@ -14,6 +16,8 @@ struct Edit {
   std::string text;
   std::string rule;
   unsigned line = 0, column = 0;  // of `offset`, for reports
+  // Placement decisions (AcceleratorPlacement.h) of which one must hold for the edit to apply; empty: always.
+  std::vector<std::string> onlyIf;
 };
 
 // Something the user must look at: code left unchanged because changing it is not safe.
@@ -25,6 +29,7 @@ struct Finding {
   std::string reason;
   std::string suggestion;  // the manual change, as concrete as we can make it
   Level level = Level::Warning;
+  std::vector<std::string> onlyIf;  // as Edit::onlyIf
 };
 
 // The outcome of parsing and migrating one translation unit.
@@ -34,6 +39,7 @@ struct UnitResult {
   std::string diagnostic;  // clang's first error when !parsed
   std::vector<Edit> edits;
   std::vector<Finding> findings;
+  AcceleratorSummary accelerator;  // for the placement across units (create-accelerator)
 };
 
 }  // namespace accmigrate

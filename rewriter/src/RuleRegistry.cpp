@@ -22,6 +22,7 @@ void registerDatasetSizeDivision(Migration &);
 void registerViewBatchSize(Migration &);
 void registerStaticCuda(Migration &);
 void registerCudaInFactory(Migration &);
+void registerOutOfScope(Migration &);
 void registerCreateAccelerator(Migration &);
 void registerIncludeAcc(Migration &);
 void registerCmakeLink(Migration &);
@@ -70,6 +71,8 @@ const std::vector<Rule> &allRules() {
        true, kNone, kUsers, registerEveryRankSideEffect},
       {"no-data-loader", "reports training loops that batch without a DataLoader (every process gets all data)", true,
        kNone, kNone, registerNoDataLoader},
+      {"out-of-scope", "reports training code out of reach: project headers outside the scope, backward not migrated",
+       true, kNone, kUsers, registerOutOfScope},
       {"dataset-size-division", "reports counts divided by the whole dataset's size (each process sees a shard)",
        true, kNone, kNone, registerDatasetSizeDivision},
       {"view-batch-size", "reports view/reshape({batch_size, ...}) on loader batches (batches can be short)", true,

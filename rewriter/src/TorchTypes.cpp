@@ -52,7 +52,11 @@ static bool isEnumNamed(QualType type, StringRef name) {
 
 bool isDeviceType(QualType type) { return isEnumNamed(type, "c10::DeviceType"); }
 bool isScalarType(QualType type) { return isEnumNamed(type, "c10::ScalarType"); }
-bool isDataLoader(QualType type) { return derivesFrom(recordOf(type), "torch::data::DataLoaderBase"); }
+// acc's prepared loader too: a loop over it in migrated code still batches from a DataLoader.
+bool isDataLoader(QualType type) {
+  const CXXRecordDecl *rd = recordOf(type);
+  return derivesFrom(rd, "torch::data::DataLoaderBase") || derivesFrom(rd, "acc::DataLoader");
+}
 
 bool isAccelerator(QualType type) {
   const CXXRecordDecl *rd = recordOf(type);

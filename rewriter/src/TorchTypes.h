@@ -23,7 +23,7 @@ bool isTensor(clang::QualType type);
 bool isDeviceClass(clang::QualType type);  // c10::Device
 bool isDeviceType(clang::QualType type);   // c10::DeviceType
 bool isScalarType(clang::QualType type);   // c10::ScalarType (torch::Dtype)
-bool isDataLoader(clang::QualType type);   // torch::data::DataLoaderBase and derived
+bool isDataLoader(clang::QualType type);   // torch::data::DataLoaderBase and derived, acc::DataLoader
 bool isAccelerator(clang::QualType type);  // acc::Accelerator
 
 // The object class that `type` holds, if it derives from `base`, with how it is held.

@@ -1,6 +1,7 @@
 // acc-migrate: rewrites single-device libtorch training code for acc and shows the change as a diff.
 // This file wires the stages together: options -> sources -> parse and apply rules -> merge edits ->
 // diff / write / report -> exit code.
+#include "AcceleratorPlacement.h"
 #include "CompileFlags.h"
 #include "Driver.h"
 #include "Options.h"
@@ -152,6 +153,7 @@ int main(int argc, const char **argv) {
 
   RunSummary run;
   run.units = runUnits(sources, config);
+  applyAcceleratorPlacement(run.units);  // one accelerator across all units, before their edits merge
   for (const UnitResult &unit : run.units) run.findings.insert(run.findings.end(), unit.findings.begin(), unit.findings.end());
   run.changes = mergeEdits(run.units, run.findings);
   sortFindings(run.findings);

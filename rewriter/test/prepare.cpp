@@ -43,3 +43,27 @@ struct Trainer {
   torch::optim::Adam optimizer;
   // REPORT: prepare.cpp:[[@LINE-1]]:22: prepare: optimizer `Trainer::optimizer` is a class member; call `accelerator.prepare(<model member>, optimizer);`
 };
+
+// A model held as a member, the optimizer local to the method that trains: the member is prepared
+// with the optimizer (in place: it keeps its type), so that two processes train data-parallel.
+struct MemberTrainer {
+  Net model;
+  void train() {
+    torch::optim::Adam opt(model->parameters());
+    // CHECK: {{^}}+    accelerator.prepare(model, opt);
+    torch::Tensor loss;
+    loss.backward();
+  }
+};
+
+// Model and optimizer members, built in init(): prepared there, after the optimizer is assigned.
+struct InitTrainer {
+  std::shared_ptr<NetImpl> net;
+  std::shared_ptr<torch::optim::SGD> sgd;
+  void init() {
+    net = std::make_shared<NetImpl>();
+    sgd = std::make_shared<torch::optim::SGD>(net->parameters(), torch::optim::SGDOptions(0.1));
+    // CHECK: {{^}}+    accelerator.prepare(net, *sgd);
+  }
+};
+// REPORT-NOT: InitTrainer::sgd

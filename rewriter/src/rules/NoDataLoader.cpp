@@ -41,8 +41,11 @@ AST_MATCHER(Stmt, batchesFromDataLoader) {
 }  // namespace
 
 void registerNoDataLoader(Migration &m) {
-  auto tensorBackward = cxxMemberCallExpr(
-      callee(cxxMethodDecl(hasName("backward"), ofClass(cxxRecordDecl(isSameOrDerivedFrom("::at::TensorBase"))))));
+  // A tensor's backward, or the accelerator's (`accelerator.backward(loss)`: migrated code, which must
+  // keep the finding on a second run).
+  auto tensorBackward = cxxMemberCallExpr(anyOf(
+      callee(cxxMethodDecl(hasName("backward"), ofClass(cxxRecordDecl(isSameOrDerivedFrom("::at::TensorBase"))))),
+      allOf(callee(cxxMethodDecl(hasName("backward"))), isOnAccelerator())));
   auto loop = stmt(anyOf(forStmt(), cxxForRangeStmt(), whileStmt(), doStmt()));
   // The innermost loop around a backward call, in a function, not batching from a DataLoader.
   m.onMatch(stmt(loop, unless(batchesFromDataLoader()), inFunction(functionDecl()), hasDescendant(tensorBackward),

@@ -1,6 +1,7 @@
 // Rules on in-memory sources (clang::tooling::runToolOnCodeWithArgs) against the stub torch headers
 // of the lit tests: what one rule does alone, how facts flow from a rule to another and to the
 // finalizers, and that a rule touching a fact it does not declare is stopped.
+#include "AcceleratorPlacement.h"
 #include "Migration.h"
 #include "Result.h"
 #include "Rule.h"
@@ -62,7 +63,9 @@ UnitResult migrate(const std::string &code, const std::vector<std::string> &rule
                                    "-resource-dir=" ACC_CLANG_RESOURCE_DIR};
   args.insert(args.end(), extraArgs.begin(), extraArgs.end());
   clang::tooling::runToolOnCodeWithArgs(std::make_unique<RulesAction>(scope, rules, out), code, args, kFile);
-  return out;
+  std::vector<UnitResult> units{std::move(out)};
+  applyAcceleratorPlacement(units);
+  return std::move(units.front());
 }
 
 // The edits applied to `code` (insertions at one offset in the order the rules made them).

@@ -1,0 +1,6 @@
+#include "train.h"
+
+int main() {
+  torch::Tensor loss;
+  train(loss, 2);
+}

@@ -1,0 +1,6 @@
+#include "loop.h"
+
+int main() {
+  torch::Tensor loss;
+  train_loop(loss);
+}

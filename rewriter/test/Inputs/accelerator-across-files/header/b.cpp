@@ -1,0 +1,3 @@
+#include "loop.h"
+
+void evaluate() {}

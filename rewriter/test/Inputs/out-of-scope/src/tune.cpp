@@ -1,0 +1,3 @@
+#include "uncalled.h"
+
+void report_only() {}
