@@ -214,14 +214,24 @@ const std::set<std::string> &targetKeywords() {
 std::vector<Command> parseCommands(llvm::StringRef text) { return Lexer(text).commands(); }
 
 std::string Project::findTop(const std::string &file) {
-  std::string top;
+  // Candidates: every directory above `file` whose CMakeLists.txt calls project(), nearest first.
+  std::vector<std::string> candidates;
+  std::string nearest;  // the CMakeLists.txt closest to the file
   llvm::SmallString<256> dir(file);
   fs::make_absolute(dir);
   for (path::remove_filename(dir); !dir.empty(); dir = path::parent_path(dir)) {
-    if (callsProject((dir + "/CMakeLists.txt").str())) top = std::string(dir);
+    // A build tree (generated or scratch files) is not built by the CMakeLists.txt above it.
+    if (fs::exists(dir + "/CMakeCache.txt")) break;
+    std::string lists = (dir + "/CMakeLists.txt").str();
+    if (nearest.empty() && fs::exists(lists)) nearest = normalise(lists, "");
+    if (callsProject(lists)) candidates.push_back(std::string(dir));
     if (fs::exists(dir + "/.git") || path::parent_path(dir) == dir) break;
   }
-  return top;
+  // The topmost one whose add_subdirectory tree reaches that CMakeLists.txt: a project that merely
+  // lies inside another's folder (an example, a test's scratch copy in a build tree) is its own top.
+  for (auto it = candidates.rbegin(); it != candidates.rend(); ++it)
+    if (std::next(it) == candidates.rend() || load(*it).file(nearest)) return *it;
+  return "";
 }
 
 Project Project::load(const std::string &topDir) {

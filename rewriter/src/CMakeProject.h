@@ -51,8 +51,9 @@ class Project {
   // The project whose top CMakeLists.txt is in `topDir`; reads it and the directories it adds.
   static Project load(const std::string &topDir);
 
-  // The directory of the topmost CMakeLists.txt calling project() above `file`, walking up to the
-  // first directory holding .git; "" when there is none.
+  // The directory of the topmost CMakeLists.txt calling project() above `file` (walking up to the
+  // first directory holding .git, not into or above a build tree's CMakeCache.txt) that reaches the CMakeLists.txt nearest `file` through
+  // add_subdirectory; the nearest one calling project() when none does; "" when there is none.
   static std::string findTop(const std::string &file);
 
   // Targets that list `file` (absolute), compared by full path.

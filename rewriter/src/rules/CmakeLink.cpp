@@ -84,6 +84,17 @@ void applyCmakeLink(Migration &m) {
   }
   cmake::Project project = cmake::Project::load(top);
   std::vector<const cmake::Target *> targets = project.targetsOf(std::string(mainFile));
+  if (targets.empty()) {
+    // Never a silent skip: the target may come from a foreach, file(GLOB) or the project's function.
+    m.reportInFile({std::string(mainFile), 1, 1, "",
+                    "this file now uses acc, and no target of the CMake project in " + top +
+                        " lists it where acc-migrate can read it (add_executable, add_library, target_sources; "
+                        "not foreach, file(GLOB) or the project's own functions)",
+                    "add `find_package(acc CONFIG REQUIRED)` to " + top +
+                        "/CMakeLists.txt and `acc::acc` to the target_link_libraries of the target that builds it",
+                    Finding::Level::Note});
+    return;
+  }
   bool foundAcc = std::any_of(project.files().begin(), project.files().end(), [](const cmake::ListsFile &file) {
     return std::any_of(file.commands.begin(), file.commands.end(),
                        [](const cmake::Command &c) { return isCommand(c, "find_package", "acc"); });
