@@ -51,16 +51,24 @@ std::string configureCMake(const std::string &top, const std::vector<std::string
   std::vector<std::string> args = {*cmake, "-S", top, "-B", std::string(dir), "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON"};
   if (llvm::sys::findProgramByName("ninja")) args.insert(args.end(), {"-G", "Ninja"});
   args.insert(args.end(), cacheArgs.begin(), cacheArgs.end());
+  // A configure that hangs (a download, a prompt, an execute_process) must not hang the tool, nor
+  // leave its children behind: coreutils' timeout runs cmake in a process group of its own and kills
+  // the whole group at the limit (llvm's Wait would kill cmake alone). Wait's own limit is the backstop.
+  llvm::ErrorOr<std::string> timeout = llvm::sys::findProgramByName("timeout");
+  if (timeout)
+    args.insert(args.begin(), {*timeout, "--kill-after=5", std::to_string(timeoutSeconds)});
   std::vector<llvm::StringRef> argv(args.begin(), args.end());
   std::string log = std::string(dir) + "/acc-migrate-configure.log";
   std::optional<llvm::StringRef> redirects[] = {llvm::StringRef(""), llvm::StringRef(log), llvm::StringRef(log)};
   std::string message;
   bool failed = false;
-  // A configure that hangs (a download, a prompt) must not hang the tool: Wait kills it at the limit.
-  int status = llvm::sys::ExecuteAndWait(*cmake, argv, std::nullopt, redirects, timeoutSeconds, 0, &message, &failed);
+  int status = llvm::sys::ExecuteAndWait(argv.front(), argv, std::nullopt, redirects, timeoutSeconds + 10, 0, &message,
+                                         &failed);
   if (status == 0 && fs::exists(std::string(dir) + "/compile_commands.json")) return std::string(dir);
   auto buffer = llvm::MemoryBuffer::getFile(log);
-  if (status == -2)
+  if (timeout && (status == 124 || status == 137))  // timeout's "timed out", and after --kill-after
+    error = "cmake was stopped at the " + std::to_string(timeoutSeconds) + " s limit, with every process it started";
+  else if (status == -2)
     error = "cmake crashed or was stopped at the " + std::to_string(timeoutSeconds) + " s limit" +
             (message.empty() ? "" : ": " + llvm::StringRef(message).rtrim(": ").str());
   else if (failed || status < 0)

@@ -136,6 +136,15 @@ std::vector<std::string> torchIncludeDirs(const Options &options) {
   return venv.empty() ? std::vector<std::string>{} : includeDirsOf(venv);
 }
 
+// How long configuring a project may take: 120 s, or $ACC_MIGRATE_CONFIGURE_TIMEOUT seconds (a
+// project whose configure downloads dependencies needs more; the tests need less).
+unsigned configureTimeoutSeconds() {
+  const char *value = std::getenv("ACC_MIGRATE_CONFIGURE_TIMEOUT");
+  unsigned seconds = 0;
+  if (value && !llvm::StringRef(value).getAsInteger(10, seconds) && seconds > 0) return seconds;
+  return 120;
+}
+
 std::vector<std::string> torchCacheArgs(const Options &options) {
   if (const char *torchCmake = std::getenv("Torch_DIR")) return {std::string("-DTorch_DIR=") + torchCmake};
   if (std::getenv("CMAKE_PREFIX_PATH")) return {};  // CMake reads it from the environment
@@ -172,7 +181,8 @@ std::unique_ptr<CompileFlags> makeCompileFlags(const Options &options, const std
   // No database, and a CMake project that builds the sources: its own configure writes one.
   std::string configureError;
   if (jsonDir.empty() && projectBuildsSources) {
-    jsonDir = flags->temporaryBuildDir = configureCMake(top, torchCacheArgs(options), 120, configureError);
+    jsonDir = flags->temporaryBuildDir =
+        configureCMake(top, torchCacheArgs(options), configureTimeoutSeconds(), configureError);
   }
   if (!jsonDir.empty()) {
     std::string loadError;
