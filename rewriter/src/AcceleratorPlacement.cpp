@@ -51,7 +51,8 @@ Placement placeAccelerator(const std::vector<const AcceleratorSummary *> &summar
     const PlacedFunction &fn = node.function;
     if (fn.usr.empty() || fn.hasAccelerator) continue;  // empty: only seen in a call, never summarised
     auto report = [&](const std::string &reason, const std::string &suggestion) {
-      findings.push_back({fn.file, fn.line, fn.column, "create-accelerator", reason, suggestion, Finding::Level::Warning});
+      findings.push_back(
+          {fn.file, fn.line, fn.column, "create-accelerator", reason, suggestion, Finding::Level::Warning});
     };
     if (fn.isMain || (node.callers.empty() && !hasMain)) {
       decisions.insert("local:" + usr);

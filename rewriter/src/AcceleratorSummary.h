@@ -14,11 +14,11 @@ namespace accmigrate {
 
 struct PlacedFunction {
   std::string usr;
-  std::string name;                            // for findings
-  std::string file;                            // where it is declared, for findings
+  std::string name;  // for findings
+  std::string file;  // where it is declared, for findings
   unsigned line = 0, column = 0;
-  bool usesAccelerator = false;                // a rule wrote `accelerator.` into it (accelerator-users)
-  bool hasAccelerator = false;                 // already declares or receives one (migrated code)
+  bool usesAccelerator = false;  // a rule wrote `accelerator.` into it (accelerator-users)
+  bool hasAccelerator = false;   // already declares or receives one (migrated code)
   bool isMain = false, isVirtual = false;
 };
 

@@ -3,8 +3,8 @@
 #include <llvm/ADT/StringExtras.h>
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/MD5.h>
-#include <llvm/Support/Path.h>
 #include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/Path.h>
 #include <llvm/Support/Program.h>
 
 namespace fs = llvm::sys::fs;
@@ -55,15 +55,14 @@ std::string configureCMake(const std::string &top, const std::vector<std::string
   // leave its children behind: coreutils' timeout runs cmake in a process group of its own and kills
   // the whole group at the limit (llvm's Wait would kill cmake alone). Wait's own limit is the backstop.
   llvm::ErrorOr<std::string> timeout = llvm::sys::findProgramByName("timeout");
-  if (timeout)
-    args.insert(args.begin(), {*timeout, "--kill-after=5", std::to_string(timeoutSeconds)});
+  if (timeout) args.insert(args.begin(), {*timeout, "--kill-after=5", std::to_string(timeoutSeconds)});
   std::vector<llvm::StringRef> argv(args.begin(), args.end());
   std::string log = std::string(dir) + "/acc-migrate-configure.log";
   std::optional<llvm::StringRef> redirects[] = {llvm::StringRef(""), llvm::StringRef(log), llvm::StringRef(log)};
   std::string message;
   bool failed = false;
-  int status = llvm::sys::ExecuteAndWait(argv.front(), argv, std::nullopt, redirects, timeoutSeconds + 10, 0, &message,
-                                         &failed);
+  int status =
+      llvm::sys::ExecuteAndWait(argv.front(), argv, std::nullopt, redirects, timeoutSeconds + 10, 0, &message, &failed);
   if (status == 0 && fs::exists(std::string(dir) + "/compile_commands.json")) return std::string(dir);
   auto buffer = llvm::MemoryBuffer::getFile(log);
   if (timeout && (status == 124 || status == 137))  // timeout's "timed out", and after --kill-after

@@ -203,9 +203,9 @@ bool callsProject(const std::string &listsFile) {
 }
 
 const std::set<std::string> &targetKeywords() {
-  static const std::set<std::string> keywords = {"WIN32", "MACOSX_BUNDLE", "EXCLUDE_FROM_ALL", "STATIC", "SHARED",
-                                                 "MODULE", "OBJECT", "INTERFACE", "PRIVATE", "PUBLIC", "FILE_SET",
-                                                 "TYPE", "BASE_DIRS", "FILES", "HEADERS", "CXX_MODULES"};
+  static const std::set<std::string> keywords = {
+      "WIN32",   "MACOSX_BUNDLE", "EXCLUDE_FROM_ALL", "STATIC", "SHARED",    "MODULE", "OBJECT",  "INTERFACE",
+      "PRIVATE", "PUBLIC",        "FILE_SET",         "TYPE",   "BASE_DIRS", "FILES",  "HEADERS", "CXX_MODULES"};
   return keywords;
 }
 
@@ -276,8 +276,10 @@ void Project::readDirectory(const std::string &dir, Variables vars, int depth) {
       std::vector<Argument> valueArgs(args.begin(), args.begin() + end);
       bool known = true;
       std::vector<std::string> items = values(valueArgs, 1, vars, known);
-      if (known) vars[*first] = llvm::join(items, ";");
-      else vars.erase(*first);
+      if (known)
+        vars[*first] = llvm::join(items, ";");
+      else
+        vars.erase(*first);
     } else if (command.name == "list" && resolved && args.size() > 1 && args[0].text == "APPEND") {
       if (std::optional<std::string> name = expand(args[1].text, vars)) {
         bool known = true;
@@ -318,8 +320,7 @@ std::vector<const Target *> Project::targetsOf(const std::string &file) const {
   std::string wanted = normalise(file, "");
   std::vector<const Target *> out;
   for (const Target &target : targets_)
-    if (std::find(target.sources.begin(), target.sources.end(), wanted) != target.sources.end())
-      out.push_back(&target);
+    if (std::find(target.sources.begin(), target.sources.end(), wanted) != target.sources.end()) out.push_back(&target);
   return out;
 }
 

@@ -13,14 +13,14 @@
 namespace accmigrate::cmake {
 
 struct Argument {
-  std::string text;  // as written, without quotes or brackets
+  std::string text;             // as written, without quotes or brackets
   unsigned begin = 0, end = 0;  // offsets of the argument as written (quotes included)
-  bool quoted = false;  // "..." or [[...]]: never split into a list
+  bool quoted = false;          // "..." or [[...]]: never split into a list
 };
 
 struct Command {
-  std::string name;  // lower case: CMake command names are case-insensitive
-  unsigned begin = 0, end = 0;  // from the name to after `)`
+  std::string name;               // lower case: CMake command names are case-insensitive
+  unsigned begin = 0, end = 0;    // from the name to after `)`
   unsigned line = 1, column = 1;  // of the name
   std::vector<Argument> args;
   bool inFunction = false;  // in a function()/macro() body: runs only when called, with its arguments
@@ -34,7 +34,8 @@ struct Target {
   std::string name;
   std::string listsFile;  // the CMakeLists.txt that defines it
   const Command *definition = nullptr;
-  bool resolved = true;  // false: defined in a function/macro, or its name or sources depend on variables it cannot know
+  bool resolved =
+      true;  // false: defined in a function/macro, or its name or sources depend on variables it cannot know
   std::vector<std::string> sources;  // absolute, dots removed
   // Its target_link_libraries calls outside functions, in the order CMake runs them: (file, call).
   std::vector<std::pair<std::string, const Command *>> linkCalls;
@@ -52,8 +53,8 @@ class Project {
   static Project load(const std::string &topDir);
 
   // The directory of the topmost CMakeLists.txt calling project() above `file` (walking up to the
-  // first directory holding .git, not into or above a build tree's CMakeCache.txt) that reaches the CMakeLists.txt nearest `file` through
-  // add_subdirectory; the nearest one calling project() when none does; "" when there is none.
+  // first directory holding .git, not into or above a build tree's CMakeCache.txt) that reaches the CMakeLists.txt
+  // nearest `file` through add_subdirectory; the nearest one calling project() when none does; "" when there is none.
   static std::string findTop(const std::string &file);
 
   // Targets that list `file` (absolute), compared by full path.

@@ -34,8 +34,7 @@ std::vector<std::string> GccFlags::forClang(const std::vector<std::string> &comm
   }
   std::vector<std::string> kept = {command[0]};
   std::vector<std::string> dropped;
-  for (size_t i = 1; i < command.size(); ++i)
-    (unknown.count(i - 1) ? dropped : kept).push_back(command[i]);
+  for (size_t i = 1; i < command.size(); ++i) (unknown.count(i - 1) ? dropped : kept).push_back(command[i]);
 
   std::lock_guard<std::mutex> lock(mutex_);
   std::string newlyDropped;

@@ -70,22 +70,23 @@ void registerEveryRankSideEffect(Migration &m) {
       ofClass(ofstream), unless(anyOf(isDefaultConstructor(), isCopyConstructor(), isMoveConstructor())));
   m.onMatch(cxxConstructExpr(hasDeclaration(namedFileConstructor), inFn).bind("effect"),
             [note](const BoundNodes &nodes) {
-    note(*nodes.getNodeAs<Stmt>("effect"), nodes.getNodeAs<FunctionDecl>("fn"),
-         "std::ofstream writes a file on every process (all of them write the same file)", kOnMainProcess);
-  });
+              note(*nodes.getNodeAs<Stmt>("effect"), nodes.getNodeAs<FunctionDecl>("fn"),
+                   "std::ofstream writes a file on every process (all of them write the same file)", kOnMainProcess);
+            });
   m.onMatch(cxxMemberCallExpr(callee(cxxMethodDecl(hasName("open"), ofClass(ofstream))), inFn).bind("effect"),
             [note](const BoundNodes &nodes) {
-    note(*nodes.getNodeAs<Stmt>("effect"), nodes.getNodeAs<FunctionDecl>("fn"),
-         "std::ofstream::open writes a file on every process (all of them write the same file)", kOnMainProcess);
-  });
-  m.onMatch(callExpr(callee(functionDecl(hasAnyName("::fopen", "::std::fopen"))), argumentCountIs(2), inFn)
-                .bind("effect"),
-            [note](const BoundNodes &nodes) {
-    const auto *call = nodes.getNodeAs<CallExpr>("effect");
-    if (!writesMode(call->getArg(1))) return;
-    note(*call, nodes.getNodeAs<FunctionDecl>("fn"),
-         "fopen for writing writes a file on every process (all of them write the same file)", kOnMainProcess);
-  });
+              note(*nodes.getNodeAs<Stmt>("effect"), nodes.getNodeAs<FunctionDecl>("fn"),
+                   "std::ofstream::open writes a file on every process (all of them write the same file)",
+                   kOnMainProcess);
+            });
+  m.onMatch(
+      callExpr(callee(functionDecl(hasAnyName("::fopen", "::std::fopen"))), argumentCountIs(2), inFn).bind("effect"),
+      [note](const BoundNodes &nodes) {
+        const auto *call = nodes.getNodeAs<CallExpr>("effect");
+        if (!writesMode(call->getArg(1))) return;
+        note(*call, nodes.getNodeAs<FunctionDecl>("fn"),
+             "fopen for writing writes a file on every process (all of them write the same file)", kOnMainProcess);
+      });
   auto fileSystem =
       functionDecl(matchesName("^::std::(__fs::)?filesystem::(.*::)?(create_[a-z_]+|remove|remove_all|rename)$"));
   m.onMatch(callExpr(callee(fileSystem.bind("callee")), inFn).bind("effect"), [note](const BoundNodes &nodes) {
@@ -101,8 +102,7 @@ void registerEveryRankSideEffect(Migration &m) {
                              unless(matchesName("^::(std|torch|at|c10|acc)::")),
                              unless(hasAnyName("::fwrite", "::write", "::pwrite", "::fputs", "::fprintf")),
                              unless(hasBody(hasDescendant(torchSave))));
-  m.onMatch(callExpr(callee(writer.bind("callee")), inFn).bind("effect"),
-            [note](const BoundNodes &nodes) {
+  m.onMatch(callExpr(callee(writer.bind("callee")), inFn).bind("effect"), [note](const BoundNodes &nodes) {
     note(*nodes.getNodeAs<Stmt>("effect"), nodes.getNodeAs<FunctionDecl>("fn"),
          nodes.getNodeAs<FunctionDecl>("callee")->getQualifiedNameAsString() +
              " writes on every process (all of them write the same output)",
@@ -116,20 +116,22 @@ void registerEveryRankSideEffect(Migration &m) {
                             binaryOperator(hasAnyOperatorName("+=", "-="), hasLHS(counterRef))));
   auto loaderLoop = cxxForRangeStmt(hasRangeInit(expr(hasType(isDataLoaderType()))), hasBody(hasDescendant(stepped)));
   auto countRef = expr(ignoringParenImpCasts(anyOf(declRefExpr(to(counter)), hasDescendant(declRefExpr(to(counter))))));
-  m.onMatch(binaryOperator(hasAnyOperatorName("<", "<=", ">", ">=", "==", "!="),
-                           hasEitherOperand(ignoringParenImpCasts(datasetSize())),
-                           hasEitherOperand(countRef), hasAncestor(loaderLoop), inFn)
-                .bind("effect"),
-            [&m, note](const BoundNodes &nodes) {
-    const auto *counterVar = nodes.getNodeAs<VarDecl>("counter");
-    const auto *cmp = nodes.getNodeAs<BinaryOperator>("effect");
-    note(*cmp, nodes.getNodeAs<FunctionDecl>("fn"),
-         "every process compares its own count of batches, `" + counterVar->getNameAsString() +
-             "`, with the size of the whole dataset: with a prepared loader it sees only its shard, so it never "
-             "reaches `" + m.text(cmp->getSourceRange()) + "`'s total",
-         "compare with this process's share (the dataset's size divided by `accelerator.num_processes()`), and "
-         "report progress on the main process only (`if (accelerator.is_main_process())`)");
-  });
+  m.onMatch(
+      binaryOperator(hasAnyOperatorName("<", "<=", ">", ">=", "==", "!="),
+                     hasEitherOperand(ignoringParenImpCasts(datasetSize())), hasEitherOperand(countRef),
+                     hasAncestor(loaderLoop), inFn)
+          .bind("effect"),
+      [&m, note](const BoundNodes &nodes) {
+        const auto *counterVar = nodes.getNodeAs<VarDecl>("counter");
+        const auto *cmp = nodes.getNodeAs<BinaryOperator>("effect");
+        note(*cmp, nodes.getNodeAs<FunctionDecl>("fn"),
+             "every process compares its own count of batches, `" + counterVar->getNameAsString() +
+                 "`, with the size of the whole dataset: with a prepared loader it sees only its shard, so it never "
+                 "reaches `" +
+                 m.text(cmp->getSourceRange()) + "`'s total",
+             "compare with this process's share (the dataset's size divided by `accelerator.num_processes()`), and "
+             "report progress on the main process only (`if (accelerator.is_main_process())`)");
+      });
 
   m.atEnd([&m, found] {
     std::set<SourceLocation> reported;  // a template's pattern and its instantiations

@@ -55,14 +55,14 @@ void registerOutOfScope(Migration &m) {
   using Calls = std::vector<std::pair<const FunctionDecl *, SourceLocation>>;
   auto calls = std::make_shared<Calls>();
   // A tensor's backward, or a `.backward()` whose object's type a template leaves unknown.
-  auto backward = stmt(anyOf(
-      cxxMemberCallExpr(callee(cxxMethodDecl(hasName("backward"),
-                                             ofClass(cxxRecordDecl(isSameOrDerivedFrom("::at::TensorBase")))))),
-      callExpr(callee(cxxDependentScopeMemberExpr(hasMemberName("backward"))))));
+  auto backward =
+      stmt(anyOf(cxxMemberCallExpr(callee(cxxMethodDecl(
+                     hasName("backward"), ofClass(cxxRecordDecl(isSameOrDerivedFrom("::at::TensorBase")))))),
+                 callExpr(callee(cxxDependentScopeMemberExpr(hasMemberName("backward"))))));
   m.onMatch(stmt(backward, matchers::inFunction(functionDecl().bind("fn"))).bind("call"),
             [calls](const BoundNodes &nodes) {
-    calls->emplace_back(nodes.getNodeAs<FunctionDecl>("fn"), nodes.getNodeAs<Stmt>("call")->getBeginLoc());
-  });
+              calls->emplace_back(nodes.getNodeAs<FunctionDecl>("fn"), nodes.getNodeAs<Stmt>("call")->getBeginLoc());
+            });
   m.atEnd([&m, calls] {
     reportHeadersOutOfScope(m);
     for (const auto &[fn, at] : *calls) {
