@@ -49,6 +49,15 @@ bool isBatchDerived(const Expr *e, ASTContext &ctx, int depth) {
          isBatchDerived(var->getInit(), ctx, depth + 1);
 }
 
+bool mentionsVariable(const Stmt *s, llvm::function_ref<bool(const VarDecl *)> pred) {
+  if (!s) return false;
+  if (const auto *ref = dyn_cast<DeclRefExpr>(s))
+    if (const auto *var = dyn_cast<VarDecl>(ref->getDecl()); var && pred(var)) return true;
+  for (const Stmt *child : s->children())
+    if (mentionsVariable(child, pred)) return true;
+  return false;
+}
+
 const FunctionDecl *functionOf(const Decl *d) {
   for (const DeclContext *dc = d->getDeclContext(); dc; dc = dc->getParent()) {
     const auto *fn = dyn_cast<FunctionDecl>(dc);

@@ -5,6 +5,7 @@
 #include <clang/AST/Decl.h>
 #include <clang/AST/Expr.h>
 #include <clang/AST/Stmt.h>
+#include <llvm/ADT/STLFunctionalExtras.h>
 
 namespace accmigrate {
 
@@ -15,6 +16,9 @@ const clang::VarDecl *rootVariable(const clang::Expr *e);
 // `e` is (computed from) a batch of a libtorch data loader: the loop variable of a range-for over a
 // DataLoader, or a local initialised from one. The prepared loader puts these on the device.
 bool isBatchDerived(const clang::Expr *e, clang::ASTContext &ctx, int depth = 0);
+
+// `s` mentions a variable for which `pred` holds (`correct` in `100.0 * static_cast<double>(correct)`).
+bool mentionsVariable(const clang::Stmt *s, llvm::function_ref<bool(const clang::VarDecl *)> pred);
 
 // The function a declaration lives in (lambdas see through to the enclosing function), as written.
 const clang::FunctionDecl *functionOf(const clang::Decl *d);

@@ -33,11 +33,14 @@ enum Fact : unsigned {
   FilesUsingAcc = 1u << 3,
   // Print statements rewritten to print on the main process (nothing left to report there).
   RewrittenPrints = 1u << 4,
+  // Counts whose comparisons were rewritten to run on gathered tensors: divided by the dataset's size,
+  // they are right as written (nothing left to report there).
+  GatheredCounts = 1u << 5,
 };
 using FactSet = unsigned;
 
 constexpr Fact kAllFacts[] = {AcceleratorUsers, AcceleratorOptions, PreparedModels, FilesUsingAcc,
-                              RewrittenPrints};
+                              RewrittenPrints, GatheredCounts};
 
 // The name of a fact in messages and docs: "accelerator-users".
 const char *factName(Fact fact);
@@ -49,6 +52,8 @@ struct Facts {
   std::set<const clang::VarDecl *> preparedModels;
   std::set<clang::FileID> filesUsingAcc;
   std::set<clang::SourceLocation> rewrittenPrints;  // where each rewritten statement begins
+  // Where each gathered count is declared: one place for a template's variable and its instantiations'.
+  std::set<clang::SourceLocation> gatheredCounts;
 };
 
 }  // namespace accmigrate

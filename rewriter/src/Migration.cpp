@@ -271,6 +271,16 @@ bool Migration::isRewrittenPrint(SourceLocation statement) {
   return facts_.rewrittenPrints.count(statement) > 0;
 }
 
+void Migration::noteGatheredCount(const VarDecl *count) {
+  access(GatheredCounts, /*write=*/true);
+  facts_.gatheredCounts.insert(count->getLocation());
+}
+
+bool Migration::isGatheredCount(const VarDecl *count) {
+  access(GatheredCounts, /*write=*/false);
+  return facts_.gatheredCounts.count(count->getLocation()) > 0;
+}
+
 void runRules(ASTContext &ctx, const ProjectScope &scope, const std::vector<const Rule *> &rules,
               UnitResult &out) {
   Migration migration(ctx, scope, out);

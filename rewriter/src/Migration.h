@@ -123,6 +123,9 @@ class Migration {
   // rewritten-prints: statements (by where they begin) rewritten to print on the main process.
   void noteRewrittenPrint(clang::SourceLocation statement);
   bool isRewrittenPrint(clang::SourceLocation statement);
+  // gathered-counts: local counts whose `.eq(...)` operands are now gathered (gather_for_metrics).
+  void noteGatheredCount(const clang::VarDecl *count);
+  bool isGatheredCount(const clang::VarDecl *count);
 
  private:
   class Callback;

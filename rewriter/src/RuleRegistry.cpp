@@ -14,6 +14,7 @@ void registerDeviceMove(Migration &);
 void registerOptimizerDeclaration(Migration &);
 void registerSchedulerDeclaration(Migration &);
 void registerSaveOnMainProcess(Migration &);
+void registerGatherForMetrics(Migration &);
 void registerPrintOnMainProcess(Migration &);
 void registerPrintInLoop(Migration &);
 void registerEveryRankSideEffect(Migration &);
@@ -34,13 +35,14 @@ const char *factName(Fact fact) {
     case PreparedModels: return "prepared-models";
     case FilesUsingAcc: return "files-using-acc";
     case RewrittenPrints: return "rewritten-prints";
+    case GatheredCounts: return "gathered-counts";
   }
   return "?";
 }
 
 // Facts, shortened for the table below.
 constexpr FactSet kUsers = AcceleratorUsers, kOptions = AcceleratorOptions, kPrepared = PreparedModels,
-                  kAcc = FilesUsingAcc, kPrints = RewrittenPrints, kNone = 0;
+                  kAcc = FilesUsingAcc, kPrints = RewrittenPrints, kGathered = GatheredCounts, kNone = 0;
 
 const std::vector<Rule> &allRules() {
   // name, summary, on by default, produces, consumes, registerMatchers
@@ -63,6 +65,8 @@ const std::vector<Rule> &allRules() {
        registerSchedulerDeclaration},
       {"save-on-main-process", "torch::save(...) runs after wait_for_everyone() on the main process only", true,
        kUsers | kAcc, kNone, registerSaveOnMainProcess},
+      {"gather-for-metrics", "count += a.eq(b).sum().item<T>() in loader loops gathers a and b (gather_for_metrics)",
+       false, kGathered | kUsers | kAcc, kNone, registerGatherForMetrics},
       {"print-on-main-process", "std::cout << ... << std::endl in training loops becomes accelerator.print(...)", false,
        kPrints | kAcc, kUsers, registerPrintOnMainProcess},
       {"print-in-loop", "reports std::cout/printf in training loops (they print once per process)", true, kNone,
@@ -74,7 +78,7 @@ const std::vector<Rule> &allRules() {
       {"out-of-scope", "reports training code out of reach: project headers outside the scope, backward not migrated",
        true, kNone, kUsers, registerOutOfScope},
       {"dataset-size-division", "reports counts divided by the whole dataset's size (each process sees a shard)",
-       true, kNone, kNone, registerDatasetSizeDivision},
+       true, kNone, kGathered, registerDatasetSizeDivision},
       {"view-batch-size", "reports view/reshape({batch_size, ...}) on loader batches (batches can be short)", true,
        kNone, kNone, registerViewBatchSize},
       {"static-cuda", "reports static variables created on CUDA (before main and the accelerator)", true, kNone,

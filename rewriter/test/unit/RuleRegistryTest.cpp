@@ -59,7 +59,7 @@ TEST(RuleRegistry, ListsEachRuleOnceWithAnExplanationAndASetUp) {
     EXPECT_EQ(findRule(name), rule) << name;
   }
   EXPECT_EQ(findRule("nope"), nullptr);
-  EXPECT_EQ(allRules().size(), 18u);  // a new rule: a line here, a lit test, a row in docs/migrate.md
+  EXPECT_EQ(allRules().size(), 19u);  // a new rule: a line here, a lit test, a row in docs/migrate.md
 }
 
 TEST(RuleRegistry, FinalizersAreAlwaysPresentAndCannotBeSelected) {
@@ -83,10 +83,11 @@ TEST(RuleRegistry, SelectsTheDefaultsAllOrRulesAlone) {
   EXPECT_EQ(select(""), defaultRules());
   EXPECT_EQ(select("default"), defaultRules());
   EXPECT_EQ(select("all").size(), allRules().size());
-  // print-on-main-process is the one rule that is off by default.
+  // print-on-main-process and gather-for-metrics are the rules that are off by default.
   std::vector<std::string> defaults = defaultRules();
   EXPECT_EQ(std::count(defaults.begin(), defaults.end(), "print-on-main-process"), 0);
-  EXPECT_EQ(defaults.size(), allRules().size() - 1);
+  EXPECT_EQ(std::count(defaults.begin(), defaults.end(), "gather-for-metrics"), 0);
+  EXPECT_EQ(defaults.size(), allRules().size() - 2);
   // A list that starts with a name: those rules alone, in the registry's order.
   EXPECT_EQ(select("backward"), std::vector<std::string>{"backward"});
   EXPECT_EQ(select("device-move,prepare"), (std::vector<std::string>{"prepare", "device-move"}));
@@ -100,7 +101,7 @@ TEST(RuleRegistry, TogglesRulesOnAndOff) {
   std::vector<std::string> withPrint = select("default,+print-on-main-process");
   EXPECT_EQ(withPrint.size(), defaultRules().size() + 1);
   EXPECT_EQ(std::count(withPrint.begin(), withPrint.end(), "print-on-main-process"), 1);
-  EXPECT_EQ(select("all,-print-on-main-process"), defaultRules());
+  EXPECT_EQ(select("all,-print-on-main-process,-gather-for-metrics"), defaultRules());
   EXPECT_EQ(select("backward,-backward"), std::vector<std::string>{});
 }
 
@@ -144,15 +145,17 @@ TEST(RuleRegistry, EachRuleDeclaresFactsThatConnect) {
   EXPECT_EQ(findRule("include-acc")->consumes, FactSet(FilesUsingAcc));
   EXPECT_EQ(findRule("cmake-link")->consumes, FactSet(FilesUsingAcc));
   for (const char *writer : {"data-loader", "backward", "clip-grad", "device-declaration", "prepare", "device-move",
-                             "save-on-main-process"})
+                             "save-on-main-process", "gather-for-metrics"})
     EXPECT_EQ(findRule(writer)->produces & (AcceleratorUsers | FilesUsingAcc), FactSet(AcceleratorUsers | FilesUsingAcc))
         << writer;
   // Reports only: no facts either way.
-  for (const char *report : {"no-data-loader", "dataset-size-division", "view-batch-size", "static-cuda",
-                             "cuda-in-factory"}) {
+  for (const char *report : {"no-data-loader", "view-batch-size", "static-cuda", "cuda-in-factory"}) {
     EXPECT_EQ(findRule(report)->produces, 0u) << report;
     EXPECT_EQ(findRule(report)->consumes, 0u) << report;
   }
+  // A report that leaves out the counts the opt-in gather-for-metrics rewrote.
+  EXPECT_EQ(findRule("dataset-size-division")->produces, 0u);
+  EXPECT_EQ(findRule("dataset-size-division")->consumes, FactSet(GatheredCounts));
   // A report on the functions that use the accelerator.
   EXPECT_EQ(findRule("every-rank-side-effect")->produces, 0u);
   EXPECT_EQ(findRule("every-rank-side-effect")->consumes, FactSet(AcceleratorUsers));

@@ -25,6 +25,7 @@ class Accelerator {
   bool is_local_main_process() const { return true; }
   void wait_for_everyone() {}
   template <typename... Args> void print(Args &&...) {}
+  template <typename T> T gather_for_metrics(const T &) const;
 };
 template <typename Opt> class Optimizer : public Opt { public: using Opt::Opt; };
 template <typename Sched> class Scheduler : public Sched { public: using Sched::Sched; };
