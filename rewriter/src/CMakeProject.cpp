@@ -213,7 +213,7 @@ const std::set<std::string> &targetKeywords() {
 
 std::vector<Command> parseCommands(llvm::StringRef text) { return Lexer(text).commands(); }
 
-std::string Project::findTop(const std::string &file) {
+std::optional<Project> Project::enclosing(const std::string &file) {
   // Candidates: every directory above `file` whose CMakeLists.txt calls project(), nearest first.
   std::vector<std::string> candidates;
   std::string nearest;  // the CMakeLists.txt closest to the file
@@ -229,9 +229,11 @@ std::string Project::findTop(const std::string &file) {
   }
   // The topmost one whose add_subdirectory tree reaches that CMakeLists.txt: a project that merely
   // lies inside another's folder (an example, a test's scratch copy in a build tree) is its own top.
-  for (auto it = candidates.rbegin(); it != candidates.rend(); ++it)
-    if (std::next(it) == candidates.rend() || load(*it).file(nearest)) return *it;
-  return "";
+  for (auto it = candidates.rbegin(); it != candidates.rend(); ++it) {
+    Project project = load(*it);
+    if (std::next(it) == candidates.rend() || project.file(nearest)) return project;
+  }
+  return std::nullopt;
 }
 
 Project Project::load(const std::string &topDir) {

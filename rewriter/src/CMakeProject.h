@@ -52,10 +52,11 @@ class Project {
   // The project whose top CMakeLists.txt is in `topDir`; reads it and the directories it adds.
   static Project load(const std::string &topDir);
 
-  // The directory of the topmost CMakeLists.txt calling project() above `file` (walking up to the
-  // first directory holding .git, not into or above a build tree's CMakeCache.txt) that reaches the CMakeLists.txt
-  // nearest `file` through add_subdirectory; the nearest one calling project() when none does; "" when there is none.
-  static std::string findTop(const std::string &file);
+  // The project that builds `file`, read once: the topmost CMakeLists.txt calling project() above it
+  // (walking up to the first directory holding .git, never into or above a build tree's
+  // CMakeCache.txt) whose add_subdirectory tree reaches the CMakeLists.txt nearest `file`, else the
+  // nearest one calling project(); nullopt when there is none.
+  static std::optional<Project> enclosing(const std::string &file);
 
   // Targets that list `file` (absolute), compared by full path.
   std::vector<const Target *> targetsOf(const std::string &file) const;

@@ -164,8 +164,9 @@ std::unique_ptr<CompileFlags> makeCompileFlags(const Options &options, const std
   auto flags = std::make_unique<CompileFlags>();
   std::unique_ptr<CompilationDatabase> json;
   std::string jsonDir = options.buildDir;
-  std::string top = cmake::Project::findTop(sources.front());
-  bool projectBuildsSources = !top.empty() && buildsAny(cmake::Project::load(top), sources);
+  std::optional<cmake::Project> project = cmake::Project::enclosing(sources.front());
+  std::string top = project ? project->top : "";
+  bool projectBuildsSources = project && buildsAny(*project, sources);
   if (jsonDir.empty()) {
     // build/compile_commands.json in or above the first input, as clangd and clang-tidy look for it;
     // not above the CMake project that builds the sources (one there is another project's).

@@ -76,13 +76,14 @@ void applyCmakeLink(Migration &m) {
   llvm::SmallString<256> mainFile(mainEntry->getName());
   llvm::sys::fs::make_absolute(mainFile);
   if (!llvm::sys::fs::exists(mainFile)) return;  // an in-memory unit has no build
-  std::string top = cmake::Project::findTop(std::string(mainFile));
-  if (top.empty()) {
+  std::optional<cmake::Project> found = cmake::Project::enclosing(std::string(mainFile));
+  if (!found) {
     m.reportInFile({std::string(mainFile), 1, 1, "", "this file now uses acc and no CMakeLists.txt is above it",
                     "link acc with the flags of `pkg-config --cflags --libs acc`", Finding::Level::Note});
     return;
   }
-  cmake::Project project = cmake::Project::load(top);
+  const cmake::Project &project = *found;
+  const std::string &top = project.top;
   std::vector<const cmake::Target *> targets = project.targetsOf(std::string(mainFile));
   if (targets.empty()) {
     // Never a silent skip: the target may come from a foreach, file(GLOB) or the project's function.

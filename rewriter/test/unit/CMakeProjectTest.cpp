@@ -74,7 +74,9 @@ TEST_F(CMakeProjectTest, ResolvesTargetsByFullPath) {
                                "target_link_libraries(tool PRIVATE m)\n");
   for (const char *file : {"main.cpp", "src/a.cpp", "src/b.cpp", "src/c.cpp", "tool/main.cpp", "tool/extra.cpp"})
     write(file, "");
-  EXPECT_EQ(Project::findTop(path("tool/main.cpp")), std::string(root_));
+  std::optional<Project> enclosing = Project::enclosing(path("tool/main.cpp"));
+  ASSERT_TRUE(enclosing);
+  EXPECT_EQ(enclosing->top, std::string(root_));
   Project project = Project::load(std::string(root_));
   EXPECT_EQ(project.files().size(), 2u);
   EXPECT_EQ(targetsOf(project, "main.cpp"), std::vector<std::string>{"main"});
