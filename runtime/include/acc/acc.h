@@ -8,7 +8,9 @@
 #include <acc/data_loader.h>
 #include <acc/data_sharding.h>
 #include <acc/errors.h>
+#include <acc/fsdp.h>
 #include <acc/grad_scaler.h>
+#include <acc/hooks.h>
 #include <acc/launch.h>
 #include <acc/lr_schedules.h>
 #include <acc/optimizer.h>

@@ -1,0 +1,79 @@
+#pragma once
+// The forward seam: module-level hooks around a module's forward, which C++ modules lack (Python's
+// Module.__call__ runs them; libtorch calls forward() directly). FSDP FULL_SHARD gathers a unit's
+// parameters before its forward and releases them after; big-model inference moves weights and
+// inputs the same way. See docs/hooks.md.
+//
+// Hooks run where acc sees the call:
+// - children of torch::nn::Sequential that acc has hooked (acc::hook_sequential; FSDP does it at
+//   prepare), since Sequential calls them through AnyModule;
+// - any module whose forward starts with the guard, one line per module type:
+//
+//     torch::Tensor BlockImpl::forward(torch::Tensor x) {
+//       acc::ForwardHooksGuard forward_hooks(*this);
+//       ...
+//
+// Hooks of a module called where neither applies do not run.
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+
+namespace torch::nn {
+class Module;
+class SequentialImpl;
+}  // namespace torch::nn
+
+namespace acc {
+
+/// A hook's argument is the module whose forward runs.
+using ModuleHook = std::function<void(torch::nn::Module&)>;
+
+/// Returned by the register functions (Python's RemovableHandle): remove() unregisters the hook.
+/// Dropping the handle keeps the hook.
+class HookHandle {
+ public:
+  HookHandle() = default;
+  explicit HookHandle(uint64_t id) : id_(id) {}
+  void remove();
+
+ private:
+  uint64_t id_ = 0;
+};
+
+/// Runs before `module`'s forward, in registration order.
+HookHandle register_forward_pre_hook(torch::nn::Module& module, ModuleHook hook);
+/// Runs after `module`'s forward returned (also when it threw; then an exception the hook throws
+/// is dropped), in registration order.
+HookHandle register_forward_hook(torch::nn::Module& module, ModuleHook hook);
+/// Runs before the first autograd node of what `module`'s forward computed executes in a backward
+/// started by Accelerator::backward (once per forward call that built a graph). Python's
+/// register_full_backward_pre_hook, without the gradients.
+HookHandle register_backward_pre_hook(torch::nn::Module& module, ModuleHook hook);
+
+/// RAII seam as the first line of a module's forward: runs the module's forward pre-hooks now and
+/// its forward hooks when the scope ends, and marks the autograd nodes built in between as the
+/// module's. Costs one hash lookup for a module without hooks. Nested guards of the same module
+/// (a Sequential child that also has the line) run the hooks once.
+class ForwardHooksGuard {
+ public:
+  explicit ForwardHooksGuard(torch::nn::Module& module);
+  ~ForwardHooksGuard() noexcept(false);
+  ForwardHooksGuard(const ForwardHooksGuard&) = delete;
+  ForwardHooksGuard& operator=(const ForwardHooksGuard&) = delete;
+
+ private:
+  torch::nn::Module* module_ = nullptr;  // null: nothing to run at exit
+  int uncaught_ = 0;
+  uint64_t first_node_ = 0;
+};
+
+/// Makes `sequential`'s children that have hooks now run them when the Sequential calls them. In
+/// place: the Sequential's list of callees gets an acc module in each such child's place, which
+/// opens the child's guard around its forward (so those children must take and return one
+/// tensor; others need the guard line). named_children(), parameters() and the state dict do not
+/// change; sequential[i] / ptr(i) return the acc module for a hooked child. Idempotent; returns
+/// how many children are hooked.
+int hook_sequential(torch::nn::SequentialImpl& sequential);
+
+}  // namespace acc
