@@ -11,6 +11,7 @@
 #include <acc/options.h>
 
 #include "env_fixture.h"
+#include "fsdp/wrap_policy.h"
 
 namespace {
 
@@ -100,20 +101,57 @@ TEST(FsdpConfig, BadValuesNameTheVariableAndTheChoices) {
   EXPECT_NE(cap.find("bucket_cap_mb"), std::string::npos) << cap;
 }
 
-TEST(FsdpConfig, FullShardAndHybridShardPointToPartTwo) {
-  for (const char* name : {"FULL_SHARD", "HYBRID_SHARD", "1", "4"}) {
-    auto message = config_error([&] {
-      acc::Accelerator accelerator(acc::AcceleratorOptions().environment(
-          fake_env({{"ACCELERATE_USE_FSDP", "true"}, {"FSDP_SHARDING_STRATEGY", name}})));
-    });
-    EXPECT_NE(message.find("not in this version of acc yet (FSDP part 2)"), std::string::npos) << message;
-    EXPECT_NE(message.find("SHARD_GRAD_OP"), std::string::npos) << message;
-  }
+TEST(FsdpConfig, WrapPolicyFromEnvironmentAndArguments) {
+  auto resolved = acc::resolve_options(acc::AcceleratorOptions().environment(
+      fake_env({{"ACCELERATE_USE_FSDP", "true"},
+                {"FSDP_AUTO_WRAP_POLICY", "transformer_based_wrap"},
+                {"FSDP_TRANSFORMER_CLS_TO_WRAP", "Block, DecoderLayer"},
+                {"FSDP_MIN_NUM_PARAMS", "2000"},
+                {"FSDP_RESHARD_AFTER_FORWARD", "false"}})));
+  EXPECT_EQ(resolved.fsdp.auto_wrap_policy, acc::AutoWrapPolicy::TRANSFORMER_BASED_WRAP);
+  EXPECT_EQ(resolved.fsdp.transformer_cls_names_to_wrap, (std::vector<std::string>{"Block", "DecoderLayer"}));
+  EXPECT_EQ(resolved.fsdp.min_num_params, 2000);
+  EXPECT_FALSE(resolved.fsdp.reshard_after_forward);
+  // An argument wins field by field.
+  auto argued = acc::resolve_options(
+      acc::AcceleratorOptions()
+          .fsdp_plugin(acc::FullyShardedDataParallelPlugin().auto_wrap_policy(acc::AutoWrapPolicy::SIZE_BASED_WRAP))
+          .environment(fake_env({{"ACCELERATE_USE_FSDP", "true"}, {"FSDP_AUTO_WRAP_POLICY", "NO_WRAP"}})));
+  EXPECT_EQ(argued.fsdp.auto_wrap_policy, acc::AutoWrapPolicy::SIZE_BASED_WRAP);
+  EXPECT_EQ(argued.fsdp.min_num_params, 100000000);  // torch's default
+  EXPECT_TRUE(argued.fsdp.reshard_after_forward);
+
+  auto bad_policy = config_error([&] {
+    acc::resolve_options(acc::AcceleratorOptions().environment(
+        fake_env({{"ACCELERATE_USE_FSDP", "true"}, {"FSDP_AUTO_WRAP_POLICY", "LAYER_WRAP"}})));
+  });
+  EXPECT_NE(bad_policy.find("FSDP_AUTO_WRAP_POLICY"), std::string::npos) << bad_policy;
+  EXPECT_NE(bad_policy.find("TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP, NO_WRAP"), std::string::npos) << bad_policy;
+  auto bad_count = config_error([&] {
+    acc::resolve_options(acc::AcceleratorOptions().environment(
+        fake_env({{"ACCELERATE_USE_FSDP", "true"}, {"FSDP_MIN_NUM_PARAMS", "1e6x"}})));
+  });
+  EXPECT_NE(bad_count.find("FSDP_MIN_NUM_PARAMS='1e6x'"), std::string::npos) << bad_count;
+}
+
+TEST(FsdpConfig, TransformerWrapWithoutClassNamesSaysWhatToSet) {
+  auto message = config_error([&] {
+    acc::Accelerator accelerator(acc::AcceleratorOptions().environment(
+        fake_env({{"ACCELERATE_USE_FSDP", "true"}, {"FSDP_AUTO_WRAP_POLICY", "TRANSFORMER_BASED_WRAP"}})));
+  });
+  EXPECT_NE(message.find("FSDP_TRANSFORMER_CLS_TO_WRAP=Block"), std::string::npos) << message;
+}
+
+TEST(FsdpConfig, TransformerWrapMatchesImplAndNamespaces) {
+  EXPECT_TRUE(acc::detail::module_type_matches("BlockImpl", "Block"));
+  EXPECT_TRUE(acc::detail::module_type_matches("my::BlockImpl", "Block"));
+  EXPECT_TRUE(acc::detail::module_type_matches("Block", "BlockImpl"));
+  EXPECT_FALSE(acc::detail::module_type_matches("BlockListImpl", "Block"));
 }
 
 TEST(FsdpConfig, SupportedStrategiesRunOnOneProcess) {
-  for (auto strategy : {ShardingStrategy::NO_SHARD, ShardingStrategy::SHARD_GRAD_OP,
-                        ShardingStrategy::HYBRID_SHARD_ZERO2}) {
+  for (auto strategy : {ShardingStrategy::FULL_SHARD, ShardingStrategy::NO_SHARD, ShardingStrategy::SHARD_GRAD_OP,
+                        ShardingStrategy::HYBRID_SHARD, ShardingStrategy::HYBRID_SHARD_ZERO2}) {
     acc::Accelerator accelerator(acc::AcceleratorOptions()
                                      .fsdp_plugin(acc::FullyShardedDataParallelPlugin().sharding_strategy(strategy))
                                      .environment(fake_env({})));

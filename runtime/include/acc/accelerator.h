@@ -117,6 +117,15 @@ class Accelerator {
   Model& unwrap_model(Model& model) const {
     return model;
   }
+  /// Under FSDP FULL_SHARD/HYBRID_SHARD a prepared model's units are released between uses; while
+  /// the returned guard lives its parameters are whole on every rank, and at its end changes
+  /// are written back to the shards (`writeback`) and the units released again (torch's
+  /// FSDP.summon_full_params). Collective. Elsewhere a guard that does nothing.
+  FullParametersGuard summon_full_params(const torch::nn::Module& model, bool writeback = true);
+  template <typename M>
+  FullParametersGuard summon_full_params(const torch::nn::ModuleHolder<M>& model, bool writeback = true) {
+    return summon_full_params(*model, writeback);
+  }
 
   // --- training step ----------------------------------------------------------------------
   /// loss.backward() with acc's scaling; arguments as torch::Tensor::backward.

@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 namespace acc {
 
@@ -23,6 +26,22 @@ constexpr std::array<ShardingStrategy, 5> kStrategies = {
 constexpr std::array<StateDictType, 3> kStateDictTypes = {
     StateDictType::FULL_STATE_DICT, StateDictType::LOCAL_STATE_DICT,
     StateDictType::SHARDED_STATE_DICT};
+constexpr std::array<AutoWrapPolicy, 3> kWrapPolicies = {
+    AutoWrapPolicy::TRANSFORMER_BASED_WRAP, AutoWrapPolicy::SIZE_BASED_WRAP, AutoWrapPolicy::NO_WRAP};
+
+std::vector<std::string> split_names(const std::string& text) {
+  std::vector<std::string> out;
+  std::string current;
+  for (char c : text + ",") {
+    if (c == ',') {
+      if (!current.empty()) out.push_back(current);
+      current.clear();
+    } else if (!std::isspace(static_cast<unsigned char>(c))) {
+      current += c;
+    }
+  }
+  return out;
+}
 }  // namespace
 
 std::string to_string(ShardingStrategy value) {
@@ -43,6 +62,24 @@ std::string to_string(StateDictType value) {
     case StateDictType::SHARDED_STATE_DICT: return "SHARDED_STATE_DICT";
   }
   return "?";
+}
+
+std::string to_string(AutoWrapPolicy value) {
+  switch (value) {
+    case AutoWrapPolicy::TRANSFORMER_BASED_WRAP: return "TRANSFORMER_BASED_WRAP";
+    case AutoWrapPolicy::SIZE_BASED_WRAP: return "SIZE_BASED_WRAP";
+    case AutoWrapPolicy::NO_WRAP: return "NO_WRAP";
+  }
+  return "?";
+}
+
+AutoWrapPolicy parse_auto_wrap_policy(const std::string& text, const std::string& source) {
+  const auto value = upper(text);
+  for (auto policy : kWrapPolicies) {
+    if (value == to_string(policy)) return policy;
+  }
+  throw ConfigError("acc: unknown FSDP auto wrap policy '" + text + "' (" + source +
+                    "); expected one of TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP, NO_WRAP");
 }
 
 ShardingStrategy parse_sharding_strategy(const std::string& text, const std::string& source) {
@@ -89,6 +126,36 @@ ResolvedFsdpPlugin resolve_fsdp_plugin(const FullyShardedDataParallelPlugin& plu
   } else if (auto v = env(env::kFsdpSyncModuleStates)) {
     out.sync_module_states = parse_env_bool(env::kFsdpSyncModuleStates, *v);
   }
+  if (plugin.auto_wrap_policy()) {
+    out.auto_wrap_policy = *plugin.auto_wrap_policy();
+  } else if (auto v = env(env::kFsdpAutoWrapPolicy)) {
+    out.auto_wrap_policy = parse_auto_wrap_policy(*v, env::kFsdpAutoWrapPolicy);
+  }
+  if (plugin.transformer_cls_names_to_wrap()) {
+    out.transformer_cls_names_to_wrap = *plugin.transformer_cls_names_to_wrap();
+  } else if (auto v = env(env::kFsdpTransformerClsToWrap)) {
+    out.transformer_cls_names_to_wrap = split_names(*v);
+  }
+  if (plugin.min_num_params()) {
+    out.min_num_params = *plugin.min_num_params();
+  } else if (auto v = env(env::kFsdpMinNumParams)) {
+    try {
+      size_t used = 0;
+      out.min_num_params = std::stoll(*v, &used);
+      if (used != v->size()) throw std::invalid_argument(*v);
+    } catch (const std::exception&) {
+      throw ConfigError(std::string("acc: ") + env::kFsdpMinNumParams + "='" + *v +
+                        "' is not a whole number of parameters (e.g. 100000000)");
+    }
+  }
+  if (out.min_num_params < 0) {
+    throw ConfigError("acc: FSDP min_num_params (" + std::to_string(out.min_num_params) + ") must not be negative");
+  }
+  if (plugin.reshard_after_forward()) {
+    out.reshard_after_forward = *plugin.reshard_after_forward();
+  } else if (auto v = env(env::kFsdpReshardAfterForward)) {
+    out.reshard_after_forward = parse_env_bool(env::kFsdpReshardAfterForward, *v);
+  }
   if (plugin.bucket_cap_mb() <= 0) {
     throw ConfigError("acc: FullyShardedDataParallelPlugin bucket_cap_mb(" +
                       std::to_string(plugin.bucket_cap_mb()) + ") must be positive");
@@ -98,15 +165,12 @@ ResolvedFsdpPlugin resolve_fsdp_plugin(const FullyShardedDataParallelPlugin& plu
 }
 
 void check_fsdp_supported(const ResolvedFsdpPlugin& plugin) {
-  const auto strategy = plugin.sharding_strategy;
-  if (strategy == ShardingStrategy::FULL_SHARD || strategy == ShardingStrategy::HYBRID_SHARD) {
+  if (plugin.auto_wrap_policy == AutoWrapPolicy::TRANSFORMER_BASED_WRAP &&
+      plugin.transformer_cls_names_to_wrap.empty()) {
     throw ConfigError(
-        "acc: FSDP sharding strategy " + to_string(strategy) +
-        " (parameters sharded between forward passes) is not in this version of acc yet (FSDP "
-        "part 2). Use SHARD_GRAD_OP (gradients and optimizer state sharded)" +
-        std::string(strategy == ShardingStrategy::HYBRID_SHARD ? ", HYBRID_SHARD_ZERO2" : "") +
-        " or NO_SHARD: set FSDP_SHARDING_STRATEGY / fsdp_sharding_strategy in the config, or "
-        "FullyShardedDataParallelPlugin().sharding_strategy(acc::ShardingStrategy::SHARD_GRAD_OP)");
+        "acc: FSDP auto wrap policy TRANSFORMER_BASED_WRAP needs the module types to wrap, and C++ "
+        "models do not declare them: set FSDP_TRANSFORMER_CLS_TO_WRAP=Block (fsdp_transformer_layer_cls_to_wrap "
+        "in the config), or FullyShardedDataParallelPlugin().transformer_cls_names_to_wrap({\"Block\"})");
   }
 }
 

@@ -17,6 +17,7 @@
 #include "fsdp/sharded_engine.h"
 #include "fsdp/sharded_grad_clip.h"
 #include "fsdp/sharded_state_dict.h"
+#include "hooks/hook_registry.h"
 #include "optim/gradient_state.h"
 #include "tracking/tracker_set.h"
 
@@ -34,8 +35,7 @@ void reject_unimplemented(const ResolvedOptions& resolved) {
 }
 
 bool shards_gradients(const ResolvedOptions& resolved) {
-  return resolved.use_fsdp && (resolved.fsdp.sharding_strategy == ShardingStrategy::SHARD_GRAD_OP ||
-                               resolved.fsdp.sharding_strategy == ShardingStrategy::HYBRID_SHARD_ZERO2);
+  return resolved.use_fsdp && resolved.fsdp.sharding_strategy != ShardingStrategy::NO_SHARD;
 }
 }  // namespace
 
@@ -274,10 +274,17 @@ void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradi
     // Backward runs in the dtypes forward chose; autocast must not re-cast inside it.
     std::optional<AutocastGuard> no_autocast;
     if (use_autocast_) no_autocast.emplace(device().type(), autocast_dtype_, false);
+    // The forward seam's backward half (FULL_SHARD regathers units before their nodes run).
+    detail::attach_backward_pre_hooks(scaled);
     scaled.backward(gradient, retain_graph, create_graph);
   }
   // The cast cache holds low-precision copies of the weights the optimizer is about to change.
   if (use_autocast_) at::autocast::clear_cache();
+}
+
+FullParametersGuard Accelerator::summon_full_params(const torch::nn::Module& model, bool writeback) {
+  if (!fsdp_) return {};
+  return fsdp_->full_parameters(model, writeback);
 }
 
 double Accelerator::clip_grad_norm_(const std::vector<torch::Tensor>& parameters, double max_norm,

@@ -37,19 +37,27 @@ void GradientSync::detach_hooks() {
 }
 
 void GradientSync::gradient_ready(size_t param) {
-  if (!require_sync_) return;  // no_sync / accumulating: the gradient stays in .grad
   std::lock_guard<std::mutex> lock(mutex_);
   if (!in_backward_) {
     in_backward_ = true;
+    backward_syncs_ = require_sync_;
     torch::autograd::Engine::get_default_engine().queue_callback([this] { end_backward(); });
   }
-  on_gradient_ready(param);
+  if (backward_syncs_) {
+    on_gradient_ready(param);
+  } else {
+    on_gradient_unsynced(param);  // no_sync / accumulating: the gradient stays in .grad
+  }
 }
 
 void GradientSync::end_backward() {
   std::lock_guard<std::mutex> lock(mutex_);
   in_backward_ = false;
-  finish_backward();
+  if (backward_syncs_) {
+    finish_backward();
+  } else {
+    finish_unsynced_backward();
+  }
 }
 
 }  // namespace acc::detail

@@ -42,6 +42,9 @@ class GradientSync {
   virtual void on_gradient_ready(size_t param) = 0;
   /// At the end of the backward pass that called on_gradient_ready, with the lock held.
   virtual void finish_backward() = 0;
+  /// The same two inside no_sync(), where nothing is communicated: the gradient stays in .grad.
+  virtual void on_gradient_unsynced(size_t /*param*/) {}
+  virtual void finish_unsynced_backward() {}
 
  private:
   class ReadyHook;
@@ -50,6 +53,7 @@ class GradientSync {
 
   bool require_sync_ = true;
   bool in_backward_ = false;
+  bool backward_syncs_ = true;  // require_sync_ when the current backward started
   std::mutex mutex_;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
   std::vector<uintptr_t> hook_keys_;

@@ -28,5 +28,9 @@ struct FlatParameter {
 /// every parameter at its slice of its unit.
 std::vector<FlatParameter> flatten_parameters(const std::vector<at::Tensor>& params, double cap_mb,
                                               int shard_rank, int shard_count);
+/// One unit per group (indices into `params`, in the order given), split by dtype and device.
+std::vector<FlatParameter> flatten_parameter_groups(const std::vector<at::Tensor>& params,
+                                                    const std::vector<std::vector<size_t>>& groups,
+                                                    int shard_rank, int shard_count);
 
 }  // namespace acc::detail

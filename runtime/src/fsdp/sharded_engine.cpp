@@ -3,8 +3,10 @@
 #include <acc/errors.h>
 
 #include "comm/process_group.h"
+#include "fsdp/full_shard.h"
 #include "fsdp/sharded_optimizer.h"
 #include "fsdp/sharded_reducer.h"
+#include "fsdp/wrap_policy.h"
 
 namespace acc::detail {
 
@@ -21,10 +23,11 @@ ShardedEngine::ShardedEngine(ProcessGroup& world, const ResolvedFsdpPlugin& plug
                              int local_world_size, bool offload)
     : world_(world), plugin_(plugin), shard_group_(&world), offload_(offload) {
   const int id = next_engine_id();
-  if (plugin.sharding_strategy != ShardingStrategy::HYBRID_SHARD_ZERO2) return;
+  const auto strategy = plugin.sharding_strategy;
+  if (strategy != ShardingStrategy::HYBRID_SHARD_ZERO2 && strategy != ShardingStrategy::HYBRID_SHARD) return;
   const int world_size = world.size();
   if (local_world_size < 1 || world_size % local_world_size != 0) {
-    throw ConfigError("acc: FSDP HYBRID_SHARD_ZERO2 shards within each machine, but the " +
+    throw ConfigError("acc: FSDP " + to_string(strategy) + " shards within each machine, but the " +
                       std::to_string(world_size) + " processes do not split into machines of " +
                       std::to_string(local_world_size) +
                       " (LOCAL_WORLD_SIZE); launch the same number of processes on every machine");
@@ -40,18 +43,53 @@ ShardedEngine::ShardedEngine(ProcessGroup& world, const ResolvedFsdpPlugin& plug
   shard_group_ = own_shard_group_.get();
 }
 
-ShardedEngine::~ShardedEngine() = default;
+ShardedEngine::~ShardedEngine() {
+  full_shard_.clear();  // its hooks point into the reducers
+}
+
+bool ShardedEngine::shards_parameters() const {
+  return plugin_.sharding_strategy == ShardingStrategy::FULL_SHARD ||
+         plugin_.sharding_strategy == ShardingStrategy::HYBRID_SHARD;
+}
 
 GradientSync* ShardedEngine::prepare_model(torch::nn::Module& model) {
   std::vector<NamedTensor> params;
   for (const auto& item : model.named_parameters()) {
     if (item.value().requires_grad()) params.push_back({item.key(), item.value()});
   }
+  ShardedReducerOptions options;
+  options.bucket_cap_mb = plugin_.bucket_cap_mb;
+  options.offload = offload_;
+  std::vector<UnitModule> units;
+  if (shards_parameters()) {
+    units = select_units(model, params, plugin_);
+    for (const auto& unit : units) options.groups.push_back(unit.params);
+    options.shard_at_rest = true;
+  }
   reducers_.push_back(std::make_unique<ShardedReducer>(std::move(params), *shard_group_,
                                                        replica_group_.get(), world_.size(),
-                                                       plugin_.bucket_cap_mb, offload_));
+                                                       std::move(options)));
+  full_shard_.push_back(shards_parameters() ? std::make_unique<FullShardUnits>(
+                                                  model, *reducers_.back(), std::move(units),
+                                                  plugin_.reshard_after_forward)
+                                            : nullptr);
   models_.push_back(&model);
   return reducers_.back().get();
+}
+
+FullParametersGuard ShardedEngine::full_parameters(const torch::nn::Module& model, bool writeback) {
+  ShardedReducer* reducer = reducer_of(model);
+  if (reducer == nullptr || !reducer->shards_at_rest()) return {};
+  std::vector<size_t> gathered;
+  for (size_t u = 0; u < reducer->units().size(); ++u) {
+    if (reducer->is_gathered(u)) continue;
+    reducer->gather(u);
+    gathered.push_back(u);
+  }
+  return FullParametersGuard([reducer, gathered, writeback] {
+    if (writeback) reducer->parameters_changed();
+    for (size_t u : gathered) reducer->release(u);
+  });
 }
 
 std::shared_ptr<OptimizerController> ShardedEngine::prepare_optimizer(

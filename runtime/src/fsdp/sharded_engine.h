@@ -1,7 +1,8 @@
 #pragma once
-// What an Accelerator runs under FSDP SHARD_GRAD_OP / HYBRID_SHARD_ZERO2 on several processes:
-// the process groups that share and replicate shards, one ShardedReducer per prepared model, and
-// the sharding of prepared optimizers. NO_SHARD does not come here (it is DDP).
+// What an Accelerator runs under FSDP (FULL_SHARD, SHARD_GRAD_OP and their hybrids) on several
+// processes: the process groups that share and replicate shards, one ShardedReducer per prepared
+// model (with its FULL_SHARD units), and the sharding of prepared optimizers. NO_SHARD does not
+// come here (it is DDP).
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
@@ -16,21 +17,27 @@
 
 namespace acc::detail {
 
+class FullShardUnits;
 class GradientSync;
 class ProcessGroup;
 class ShardedReducer;
 
 class ShardedEngine {
  public:
-  /// Collective: every rank constructs it. HYBRID_SHARD_ZERO2 shards within groups of
-  /// `local_world_size` consecutive ranks (a machine) and replicates across them.
+  /// Collective: every rank constructs it. The hybrid strategies shard within groups of
+  /// `local_world_size` consecutive ranks (a machine) and replicate across them.
   /// `offload`: master shards and optimizer state in CPU memory (offload_params on CUDA).
   ShardedEngine(ProcessGroup& world, const ResolvedFsdpPlugin& plugin, int local_world_size, bool offload);
   ~ShardedEngine();
 
   /// Flattens the model's trainable parameters and attaches the sharded reducer (after the
-  /// weights were made equal on every rank).
+  /// weights were made equal on every rank); FULL_SHARD also hooks the units' forwards.
   GradientSync* prepare_model(torch::nn::Module& model);
+  /// Gathers every released unit of a prepared model until the guard ends (then writes changes
+  /// back to the shards when `writeback`, and releases them again). Collective.
+  FullParametersGuard full_parameters(const torch::nn::Module& model, bool writeback);
+  /// Whether parameters are released between uses (FULL_SHARD, HYBRID_SHARD).
+  bool shards_parameters() const;
   /// Shards the optimizer's parameter groups; the returned controller wraps `inner`.
   std::shared_ptr<OptimizerController> prepare_optimizer(torch::optim::Optimizer& optimizer,
                                                          std::shared_ptr<OptimizerController> inner);
@@ -54,6 +61,7 @@ class ShardedEngine {
   ProcessGroup* shard_group_;
   bool offload_;
   std::vector<std::unique_ptr<ShardedReducer>> reducers_;
+  std::vector<std::unique_ptr<FullShardUnits>> full_shard_;  // per model; null unless FULL_SHARD
   std::vector<const torch::nn::Module*> models_;  // reducers_[i] is models_[i]'s
   std::vector<std::pair<const torch::optim::Optimizer*, OptimizerLayout>> optimizers_;
 };

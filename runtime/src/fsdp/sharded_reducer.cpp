@@ -21,23 +21,29 @@ at::Tensor host_copy(const at::Tensor& tensor) {
 }  // namespace
 
 ShardedReducer::ShardedReducer(std::vector<NamedTensor> parameters, ProcessGroup& shard_group,
-                               ProcessGroup* replica_group, int world_size, double bucket_cap_mb,
-                               bool offload)
+                               ProcessGroup* replica_group, int world_size, ShardedReducerOptions options)
     : params_(std::move(parameters)),
       shard_group_(shard_group),
       replica_group_(replica_group),
       world_size_(world_size),
-      offload_(offload),
+      offload_(options.offload),
+      shard_at_rest_(options.shard_at_rest),
       ready_(params_.size(), false) {
   world_divisor_ = at::scalar_tensor(static_cast<double>(world_size_), at::TensorOptions().dtype(at::kFloat));
   std::vector<at::Tensor> tensors;
   for (const auto& p : params_) tensors.push_back(p.tensor);
-  units_ = flatten_parameters(tensors, bucket_cap_mb, shard_group_.rank(), shard_group_.size());
+  units_ = options.groups.empty()
+               ? flatten_parameters(tensors, options.bucket_cap_mb, shard_group_.rank(), shard_group_.size())
+               : flatten_parameter_groups(tensors, options.groups, shard_group_.rank(), shard_group_.size());
   state_.resize(units_.size());
   unit_of_.assign(params_.size(), 0);
   slot_of_.assign(params_.size(), 0);
   pieces_.resize(params_.size());
   masters_.resize(units_.size());
+  gathered_.assign(units_.size(), true);
+  whole_at_rest_.assign(units_.size(), true);
+  members_done_.assign(units_.size(), 0);
+  member_seen_.assign(params_.size(), false);
   for (size_t u = 0; u < units_.size(); ++u) {
     const auto& unit = units_[u];
     state_[u].pending = unit.members.size();
@@ -45,6 +51,8 @@ ShardedReducer::ShardedReducer(std::vector<NamedTensor> parameters, ProcessGroup
     if (offload_) {
       masters_[u] = host_copy(unit.shard());
       state_[u].grad_shard = host_copy(state_[u].grad_shard);
+    } else if (shard_at_rest_) {
+      masters_[u] = unit.shard().clone();
     }
     for (size_t j = 0; j < unit.members.size(); ++j) {
       const size_t i = unit.members[j];
@@ -52,7 +60,7 @@ ShardedReducer::ShardedReducer(std::vector<NamedTensor> parameters, ProcessGroup
       slot_of_[i] = j;
       auto [begin, end] = unit.local_range(j, params_[i].tensor.numel());
       if (begin < end) {
-        pieces_[i] = offload_ ? masters_[u].narrow(0, begin - unit.shard_offset, end - begin)
+        pieces_[i] = masters_[u].defined() ? masters_[u].narrow(0, begin - unit.shard_offset, end - begin)
                               : unit.flat.narrow(0, begin, end - begin);
         unit_of_piece_[pieces_[i].unsafeGetTensorImpl()] = u;
       }
@@ -102,6 +110,26 @@ void ShardedReducer::on_gradient_ready(size_t param) {
   tensor.mutable_grad() = at::Tensor();
   release_sent_gradients();
   if (--state_[unit_of_[param]].pending == 0) launch_ready_units();
+  member_done(param);
+}
+
+void ShardedReducer::on_gradient_unsynced(size_t param) { member_done(param); }
+
+void ShardedReducer::finish_unsynced_backward() { units_done_at_end(); }
+
+void ShardedReducer::member_done(size_t param) {
+  if (member_seen_[param]) return;
+  member_seen_[param] = true;
+  const size_t u = unit_of_[param];
+  if (++members_done_[u] == units_[u].members.size() && on_unit_done_) on_unit_done_(u);
+}
+
+void ShardedReducer::units_done_at_end() {
+  for (size_t u = 0; u < units_.size(); ++u) {
+    if (members_done_[u] < units_[u].members.size() && on_unit_done_) on_unit_done_(u);
+    members_done_[u] = 0;
+  }
+  std::fill(member_seen_.begin(), member_seen_.end(), false);
 }
 
 void ShardedReducer::acquire_buffer(size_t u) {
@@ -206,6 +234,7 @@ void ShardedReducer::finish_backward() {
       tensor.mutable_grad() = at::Tensor();
       if (--state_[unit_of_[i]].pending == 0) launch_ready_units();
     }
+    units_done_at_end();
     wait_all(/*rethrow=*/true);
     if (replica_group_ != nullptr) {
       // HYBRID_SHARD_ZERO2: each machine reduced its own batches; the same shard on the other
@@ -226,6 +255,7 @@ void ShardedReducer::finish_backward() {
     write_shards();
   } catch (...) {
     wait_all(/*rethrow=*/false);
+    units_done_at_end();
     reset();
     throw;
   }
@@ -279,13 +309,44 @@ void ShardedReducer::all_gather_parameters() {
 void ShardedReducer::launch_parameter_gather(size_t u) {
   c10::NoGradGuard no_grad;
   auto& unit = units_[u];
-  if (offload_) unit.shard().copy_(masters_[u]);
+  if (shard_at_rest_ && !whole_at_rest_[u]) {
+    release(u);
+    return;
+  }
+  if (!gathered_[u]) {
+    // The released storage comes back: same StorageImpl, so every parameter view sees it.
+    auto* storage = unit.flat.storage().unsafeGetStorageImpl();
+    const auto bytes = static_cast<size_t>(unit.flat.numel()) * unit.flat.element_size();
+    storage->set_data_ptr_noswap(storage->allocator()->allocate(bytes));
+    storage->set_nbytes(bytes);
+    gathered_[u] = true;
+  }
+  if (masters_[u].defined()) unit.shard().copy_(masters_[u]);
   gathers_.push_back({u, shard_group_.all_gather_flat(unit.flat)});
+}
+
+void ShardedReducer::release(size_t u) {
+  if (!shard_at_rest_ || !gathered_[u]) return;
+  auto* storage = units_[u].flat.storage().unsafeGetStorageImpl();
+  storage->set_data_ptr_noswap(at::DataPtr(nullptr, units_[u].flat.device()));
+  storage->set_nbytes(0);
+  gathered_[u] = false;
+}
+
+void ShardedReducer::gather(size_t u) {
+  if (gathered_[u]) return;
+  const bool whole = whole_at_rest_[u];
+  whole_at_rest_[u] = true;  // launch_parameter_gather gathers, whatever happens after a step
+  launch_parameter_gather(u);
+  whole_at_rest_[u] = whole;
+  wait_parameter_gathers();
 }
 
 void ShardedReducer::parameters_changed() {
   c10::NoGradGuard no_grad;
-  for (size_t u = 0; offload_ && u < units_.size(); ++u) masters_[u].copy_(units_[u].shard());
+  for (size_t u = 0; u < units_.size(); ++u) {
+    if (masters_[u].defined() && gathered_[u]) masters_[u].copy_(units_[u].shard());
+  }
 }
 
 void ShardedReducer::wait_parameter_gathers() {

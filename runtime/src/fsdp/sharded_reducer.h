@@ -8,6 +8,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -20,15 +21,27 @@ namespace acc::detail {
 
 class ProcessGroup;
 
+struct ShardedReducerOptions {
+  /// Units of about this many MiB, unless `groups` is given.
+  double bucket_cap_mb = 25;
+  /// The units, as indices into the parameter list (FULL_SHARD: one group per wrapped module);
+  /// each is split further by dtype and device. Empty: buckets of bucket_cap_mb.
+  std::vector<std::vector<size_t>> groups;
+  /// The optimizer steps fp32 master shards in CPU memory (pinned when the model is on CUDA):
+  /// gradient shards are copied there after the reduce-scatter and the masters back before the
+  /// parameter all-gather (FSDP offload_params).
+  bool offload = false;
+  /// FULL_SHARD: the shard lives apart from the unit's flat buffer (a master on the device, unless
+  /// offloaded), so the full parameters can be released between uses (release/gather).
+  bool shard_at_rest = false;
+};
+
 class ShardedReducer : public GradientSync {
  public:
-  /// `shard_group` shares each unit (the whole job, or one machine under HYBRID_SHARD_ZERO2);
+  /// `shard_group` shares each unit (the whole job, or one machine under the hybrid strategies);
   /// `replica_group` (null unless hybrid) holds the ranks with the same shard on other machines.
-  /// `offload`: the optimizer steps fp32 master shards in CPU memory (pinned when the model is on
-  /// CUDA): gradient shards are copied there after the reduce-scatter and the masters back
-  /// before the parameter all-gather (FSDP offload_params).
   ShardedReducer(std::vector<NamedTensor> parameters, ProcessGroup& shard_group,
-                 ProcessGroup* replica_group, int world_size, double bucket_cap_mb, bool offload);
+                 ProcessGroup* replica_group, int world_size, ShardedReducerOptions options);
   ~ShardedReducer() override;
 
   const std::vector<FlatParameter>& units() const { return units_; }
@@ -49,12 +62,32 @@ class ShardedReducer : public GradientSync {
   /// Where this rank's piece of parameter `index` lies in the parameter (flattened): [begin, end),
   /// begin == end when the shard holds none of it.
   std::pair<int64_t, int64_t> piece_range(size_t index) const;
-  /// All-gathers every unit's shard into its flat buffer (after the optimizer changed the shards).
+  /// After the optimizer changed the shards: all-gathers every unit's shard into its flat buffer,
+  /// or, for a unit released at rest (FULL_SHARD, see set_whole_at_rest), releases it.
   void all_gather_parameters();
   /// The same for one unit, without waiting (units must be launched in the same order on every
   /// rank); wait_parameter_gathers() waits for all launched.
   void launch_parameter_gather(size_t unit);
   void wait_parameter_gathers();
+
+  // FULL_SHARD (shard_at_rest): a unit's full parameters exist only between gather() and
+  // release(); its parameters keep their TensorImpls and shapes throughout, and using one while
+  // released is torch's error ("data is not allocated"), never stale values.
+  bool shards_at_rest() const { return shard_at_rest_; }
+  bool is_gathered(size_t unit) const { return gathered_[unit]; }
+  /// Frees the unit's full parameters; its shard stays (no collective).
+  void release(size_t unit);
+  /// Makes the unit's parameters full (collective: every rank gathers the same units in the same
+  /// order); nothing to do when they are.
+  void gather(size_t unit);
+  /// Whether the unit is gathered again after an optimizer step (true, the default: parameters
+  /// nothing gathers around their use) or released (units whose forward runs the seam).
+  void set_whole_at_rest(size_t unit, bool whole) { whole_at_rest_[unit] = whole; }
+  bool whole_at_rest(size_t unit) const { return whole_at_rest_[unit]; }
+  /// Called (with the reducer's lock held) when every member of a unit has its gradient in a
+  /// backward, synchronising or not, and at the end of a backward for the units it did not reach:
+  /// FULL_SHARD releases them there.
+  void set_on_unit_backward_done(std::function<void(size_t)> callback) { on_unit_done_ = std::move(callback); }
   /// Call after the model's parameters were written in place (a checkpoint loaded): the master
   /// shards of offload are refreshed from them.
   void parameters_changed();
@@ -71,6 +104,10 @@ class ShardedReducer : public GradientSync {
     c10::intrusive_ptr<c10d::Work> work;
   };
   void on_gradient_ready(size_t param) override;
+  void on_gradient_unsynced(size_t param) override;
+  void finish_unsynced_backward() override;
+  void member_done(size_t param);
+  void units_done_at_end();
   void store_gradient(size_t param, const at::Tensor& grad);
   void acquire_buffer(size_t unit);
   void release_buffer(size_t unit);
@@ -100,7 +137,13 @@ class ShardedReducer : public GradientSync {
   };
   std::vector<Gather> gathers_;     // launched, not yet waited for
   bool offload_ = false;
-  std::vector<at::Tensor> masters_;  // per unit, offload only: the shard the optimizer steps
+  bool shard_at_rest_ = false;
+  std::vector<at::Tensor> masters_;  // per unit, offload or shard_at_rest: the shard the optimizer steps
+  std::vector<bool> gathered_;       // per unit: the flat buffer holds the full parameters
+  std::vector<bool> whole_at_rest_;  // per unit: gathered after a step
+  std::vector<size_t> members_done_; // per unit: members with a gradient in this backward
+  std::vector<bool> member_seen_;    // per parameter: counted in members_done_ this backward
+  std::function<void(size_t)> on_unit_done_;
   std::vector<at::Tensor> pieces_;  // per parameter; undefined where the shard holds none of it
   std::unordered_map<const void*, size_t> index_of_;       // parameter TensorImpl -> index
   std::unordered_map<const void*, size_t> unit_of_piece_;  // piece TensorImpl -> unit

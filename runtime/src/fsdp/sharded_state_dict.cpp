@@ -271,11 +271,17 @@ class ShardedStateDictLayout : public StateDictLayout {
 
   void save_weights(const torch::nn::Module& model, const std::string& directory, const std::string& max_shard_size,
                     bool safe_serialization, bool writer) override {
+    auto whole = full_parameters(model, /*writeback=*/false);
     whole_->save_weights(model, directory, max_shard_size, safe_serialization, writer);
   }
 
  private:
   bool sharded_files() const { return type_ == StateDictType::SHARDED_STATE_DICT; }
+  /// FULL_SHARD releases units between steps; what reads or writes parameters gathers them first
+  /// (on every rank: it is a collective).
+  FullParametersGuard full_parameters(const torch::nn::Module& model, bool writeback) {
+    return engine_ ? engine_->full_parameters(model, writeback) : FullParametersGuard();
+  }
   /// Whether this rank writes its shard files (SHARDED_STATE_DICT).
   bool writes_shards(bool writer) const { return engine_ ? writes_shards_ : writer; }
   ProcessGroup* shard_group() const { return engine_ ? &engine_->shard_group() : nullptr; }
@@ -301,6 +307,7 @@ class ShardedStateDictLayout : public StateDictLayout {
 
 void ShardedStateDictLayout::save_model(torch::nn::Module& model, const std::string& stem, bool writer,
                                         const FileFor& file) {
+  auto whole = full_parameters(model, /*writeback=*/false);
   if (!sharded_files()) return whole_->save_model(model, stem, writer, file);
   if (!writes_shards(writer)) return;
   ShardedReducer* reducer = engine_ ? engine_->reducer_of(model) : nullptr;
@@ -324,6 +331,7 @@ void ShardedStateDictLayout::save_model(torch::nn::Module& model, const std::str
 
 void ShardedStateDictLayout::load_model(torch::nn::Module& model, const std::string& directory,
                                         const std::string& stem) {
+  auto whole = full_parameters(model, /*writeback=*/true);
   if (sharded_files()) {
     load_sharded_model(model, directory, stem);
   } else {

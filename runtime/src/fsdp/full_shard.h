@@ -1,0 +1,49 @@
+#pragma once
+// FULL_SHARD on the forward seam: each unit's flat buffers are gathered before the unit's forward
+// and released after it, gathered again before the backward of what it computed, and released
+// once backward has produced all of their gradients. A unit whose forward never ran the seam
+// cannot be released safely (nothing would gather it in time), so it stays whole like
+// SHARD_GRAD_OP's parameters; the first forward tells which units run it.
+#include <torch/nn/module.h>
+
+#include <string>
+#include <vector>
+
+#include <acc/hooks.h>
+
+#include "fsdp/wrap_policy.h"
+
+namespace acc::detail {
+
+class ShardedReducer;
+
+class FullShardUnits {
+ public:
+  /// `units` as select_units returned them; the reducer's flat units were built from the same
+  /// groups, in the same order. The root unit (the model itself) is not released after a forward
+  /// that built a graph (its backward starts at once), as in torch.
+  FullShardUnits(torch::nn::Module& model, ShardedReducer& reducer, std::vector<UnitModule> units,
+                 bool reshard_after_forward);
+  ~FullShardUnits();
+  FullShardUnits(const FullShardUnits&) = delete;
+  FullShardUnits& operator=(const FullShardUnits&) = delete;
+
+  /// The units, and which ran the seam so far.
+  const std::vector<UnitModule>& units() const { return units_; }
+  bool runs_seam(size_t unit) const { return seen_[unit]; }
+
+ private:
+  void before_forward(size_t unit);
+  void after_forward(size_t unit);
+  void gather(size_t unit);
+  void release(size_t unit);
+
+  ShardedReducer& reducer_;
+  std::vector<UnitModule> units_;
+  std::vector<std::vector<size_t>> flats_;  // per unit: the reducer's flat units
+  std::vector<bool> seen_;
+  bool reshard_after_forward_;
+  std::vector<HookHandle> handles_;
+};
+
+}  // namespace acc::detail

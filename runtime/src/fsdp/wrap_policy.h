@@ -1,0 +1,31 @@
+#pragma once
+// FULL_SHARD's units: which modules are gathered and released as one (Accelerate's wrap policies
+// and acc::fully_shard), and which trainable parameters each holds.
+#include <torch/nn/module.h>
+
+#include <string>
+#include <vector>
+
+#include <acc/fsdp.h>
+
+#include "ddp/gradient_sync.h"
+
+namespace acc::detail {
+
+struct UnitModule {
+  torch::nn::Module* module = nullptr;
+  std::string path;            // in named_modules(); "" for the root
+  std::vector<size_t> params;  // indices into the trainable parameters, registration order
+};
+
+/// The units of `model`, in the order backward completes them: wrapped modules by their first
+/// parameter's registration index, latest first, then the root (the model: every parameter no
+/// wrapped module holds, and a parameter two units share). Units without parameters are left out.
+std::vector<UnitModule> select_units(torch::nn::Module& model, const std::vector<NamedTensor>& params,
+                                     const ResolvedFsdpPlugin& plugin);
+
+/// TRANSFORMER_BASED_WRAP's test: `name` (Module::name()) is `wanted`, with or without the
+/// namespace and the "Impl" suffix of TORCH_MODULE types.
+bool module_type_matches(const std::string& name, const std::string& wanted);
+
+}  // namespace acc::detail

@@ -1,0 +1,380 @@
+// One rank of a FULL_SHARD / HYBRID_SHARD scenario (started by fsdp_test.cpp through spawn_ranks).
+// References are computed in this same run: DDP on the same ranks and one process on the global
+// batch. Exits 0 when every check passed; prints "FAIL: ..." and exits 1 otherwise.
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <unordered_set>
+
+#include <acc/acc.h>
+#include <acc/testing.h>
+
+#include "../support/worker_checks.h"
+
+namespace {
+
+using acc::testing::expect;
+using acc::testing::fail;
+
+constexpr int64_t kVocab = 37, kDim = 16, kHidden = 40, kSeq = 6, kHeads = 2, kBlocks = 4;
+
+// Attention + MLP + LayerNorms: the unit FULL_SHARD gathers and releases. Its forward runs the
+// seam (one line); a parent calls it directly.
+struct BlockImpl : torch::nn::Module {
+  BlockImpl() {
+    norm1 = register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kDim})));
+    // No bias: the key bias's gradient is zero in exact arithmetic (softmax ignores a constant per
+    // row), so it would be rounding noise that Adam amplifies differently in each reference.
+    qkv = register_module("qkv", torch::nn::Linear(torch::nn::LinearOptions(kDim, 3 * kDim).bias(false)));
+    out = register_module("out", torch::nn::Linear(kDim, kDim));
+    norm2 = register_module("norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kDim})));
+    up = register_module("up", torch::nn::Linear(kDim, kHidden));
+    down = register_module("down", torch::nn::Linear(kHidden, kDim));
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    acc::ForwardHooksGuard forward_hooks(*this);
+    const auto b = x.size(0), t = x.size(1);
+    auto parts = qkv->forward(norm1->forward(x)).view({b, t, 3, kHeads, kDim / kHeads}).permute({2, 0, 3, 1, 4});
+    auto scores = torch::matmul(parts[0], parts[1].transpose(-2, -1)) / std::sqrt(double(kDim / kHeads));
+    auto mask = torch::ones({t, t}, torch::kBool).triu(1);
+    auto attended = torch::matmul(scores.masked_fill(mask, -1e9).softmax(-1), parts[2]);
+    x = x + out->forward(attended.permute({0, 2, 1, 3}).reshape({b, t, kDim}));
+    return x + down->forward(torch::gelu(up->forward(norm2->forward(x))));
+  }
+  torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr};
+  torch::nn::Linear qkv{nullptr}, out{nullptr}, up{nullptr}, down{nullptr};
+};
+TORCH_MODULE(Block);
+
+struct TinyLmImpl : torch::nn::Module {
+  TinyLmImpl(bool tied, bool twice) : tied(tied), twice(twice) {
+    embed = register_module("embed", torch::nn::Embedding(kVocab, kDim));
+    position = register_parameter("position", torch::randn({kSeq, kDim}) * 0.1);
+    for (int64_t i = 0; i < kBlocks; ++i) blocks.push_back(register_module("block" + std::to_string(i), Block()));
+    norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kDim})));
+    if (!tied) head = register_module("head", torch::nn::Linear(torch::nn::LinearOptions(kDim, kVocab).bias(false)));
+  }
+  torch::Tensor forward(torch::Tensor tokens) {
+    acc::ForwardHooksGuard forward_hooks(*this);
+    auto x = embed->forward(tokens) + position;
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      x = blocks[i]->forward(x);
+      if (twice && i == 0) x = blocks[i]->forward(x);  // a unit called twice per forward
+    }
+    x = norm->forward(x);
+    return tied ? torch::matmul(x, embed->weight.t()) : head->forward(x);
+  }
+  bool tied, twice;
+  torch::nn::Embedding embed{nullptr};
+  torch::Tensor position;
+  std::vector<Block> blocks;
+  torch::nn::LayerNorm norm{nullptr};
+  torch::nn::Linear head{nullptr};
+};
+TORCH_MODULE(TinyLm);
+
+struct Options {
+  bool tied = false, twice = false, accumulate = false, clip = false, eval = false, bf16 = false;
+  std::string name() const {
+    std::string out = tied ? "tied" : "untied";
+    for (auto [on, what] : {std::pair{twice, "twice"}, {accumulate, "accumulate"}, {clip, "clip"}, {eval, "eval"},
+                            {bf16, "bf16"}}) {
+      if (on) out += std::string("+") + what;
+    }
+    return out;
+  }
+};
+
+constexpr int kSteps = 10;
+constexpr int64_t kBatch = 2;
+
+torch::Tensor tokens(int step, int micro, int64_t rows) {
+  torch::manual_seed(700 + 10 * step + micro);
+  return torch::randint(kVocab, {rows, kSeq + 1});
+}
+
+torch::Tensor lm_loss(TinyLm& model, const torch::Tensor& batch) {
+  auto logits = model->forward(batch.narrow(1, 0, kSeq));
+  return torch::cross_entropy_loss(logits.reshape({-1, kVocab}), batch.narrow(1, 1, kSeq).reshape({-1}));
+}
+
+std::vector<torch::Tensor> snapshot(torch::nn::Module& model) {
+  std::vector<torch::Tensor> out;
+  for (const auto& p : model.parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+double max_abs_diff(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, (a[i] - b[i]).abs().max().item<double>());
+  return worst;
+}
+
+// Bytes of the distinct storages behind `tensors`: what a rank really holds for them.
+int64_t resident_bytes(const std::vector<torch::Tensor>& tensors) {
+  std::unordered_set<const void*> seen;
+  int64_t total = 0;
+  for (const auto& t : tensors) {
+    if (seen.insert(t.storage().unsafeGetStorageImpl()).second) total += static_cast<int64_t>(t.storage().nbytes());
+  }
+  return total;
+}
+
+int64_t param_bytes(torch::nn::Module& module) {
+  int64_t total = 0;
+  for (const auto& p : module.parameters()) total += p.numel() * p.element_size();
+  return total;
+}
+
+struct Run {
+  std::vector<torch::Tensor> params;
+  double last_norm = 0;
+};
+
+Run train(std::optional<acc::ShardingStrategy> strategy, const Options& o) {
+  auto options = acc::AcceleratorOptions().gradient_accumulation_steps(o.accumulate ? 2 : 1);
+  if (o.bf16) options.mixed_precision(acc::MixedPrecision::BF16);
+  if (strategy) {
+    options.fsdp_plugin(acc::FullyShardedDataParallelPlugin()
+                            .sharding_strategy(*strategy)
+                            .auto_wrap_policy(acc::AutoWrapPolicy::TRANSFORMER_BASED_WRAP)
+                            .transformer_cls_names_to_wrap(std::vector<std::string>{"Block"}));
+  }
+  acc::Accelerator accelerator(options);
+  const int rank = accelerator.process_index(), world = accelerator.num_processes();
+  torch::manual_seed(100 + rank);  // rank 0's weights win through sync_module_states
+  TinyLm model(o.tied, o.twice);
+  const int64_t model_bytes = param_bytes(*model);
+  const int64_t block_bytes = param_bytes(*model->blocks[0]);
+  const int64_t root_bytes = model_bytes - kBlocks * block_bytes;
+  acc::Optimizer<torch::optim::AdamW> optimizer(model->parameters(), torch::optim::AdamWOptions(1e-3));
+  accelerator.prepare(model, optimizer);
+
+  // Sampled while units run: what is whole then (acc's hooks, registered at prepare, run first).
+  int64_t peak = 0;
+  int samples = 0;
+  std::vector<acc::HookHandle> probes;
+  const auto params = model->parameters();
+  auto sample = [&](torch::nn::Module&) {
+    peak = std::max(peak, resident_bytes(params));
+    ++samples;
+  };
+  for (auto& block : model->blocks) {
+    probes.push_back(acc::register_forward_pre_hook(*block, sample));
+    probes.push_back(acc::register_backward_pre_hook(*block, sample));
+  }
+
+  const bool sharded = strategy.has_value();
+  const int shards = !sharded ? 1 : *strategy == acc::ShardingStrategy::HYBRID_SHARD
+                                        ? static_cast<int>(accelerator.state().launch().local_world_size)
+                                        : world;
+  Run out;
+  const int micro_steps = o.accumulate ? 2 : 1;
+  for (int step = 0; step < kSteps; ++step) {
+    for (int micro = 0; micro < micro_steps; ++micro) {
+      auto batch = tokens(step, micro, world * kBatch).narrow(0, rank * kBatch, kBatch);
+      auto guard = accelerator.accumulate(model);
+      torch::Tensor loss;
+      {
+        auto autocast = accelerator.autocast();
+        loss = lm_loss(model, batch);
+      }
+      accelerator.backward(loss);
+      if (o.clip && accelerator.sync_gradients()) out.last_norm = accelerator.clip_grad_norm_(model->parameters(), 0.5);
+      optimizer.step();
+      optimizer.zero_grad();
+    }
+    // The first forward tells which units run the seam; until it ran, every unit is whole.
+    if (step == 0) peak = 0;
+    if (sharded && shards > 1) {
+      const int64_t whole = resident_bytes(params);
+      expect(whole == 0, o.name() + ": " + std::to_string(whole) + " bytes of full parameters stay after step " +
+                             std::to_string(step) + " (every unit runs the seam, so none should)");
+      std::vector<torch::Tensor> pieces;
+      for (const auto& group : optimizer.param_groups()) {
+        for (const auto& p : group.params()) pieces.push_back(p);
+      }
+      const int64_t held = resident_bytes(pieces);
+      const int64_t limit = model_bytes / shards + (kBlocks + 1) * shards * 4;  // + each unit's padding
+      expect(held >= model_bytes / shards && held <= limit,
+             o.name() + ": the shards hold " + std::to_string(held) + " bytes; 1/" + std::to_string(shards) +
+                 " of the model is " + std::to_string(model_bytes / shards));
+    }
+    if (o.eval) {
+      torch::NoGradGuard no_grad;
+      auto batch = tokens(50 + step, 0, world * kBatch).narrow(0, rank * kBatch, kBatch);
+      auto eval_loss = lm_loss(model, batch);
+      expect(std::isfinite(eval_loss.item<double>()), "eval loss is not finite");
+      if (sharded && shards > 1) expect(resident_bytes(params) == 0, "eval under NoGradGuard left units whole");
+    }
+  }
+  if (sharded && shards > 1) {
+    // No prefetch: at most the root and one block are whole while a block runs.
+    expect(samples >= 2 * kBlocks, "the probes ran " + std::to_string(samples) + " times");
+    expect(peak <= root_bytes + block_bytes,
+           o.name() + ": " + std::to_string(peak) + " bytes were whole at once; root + one block is " +
+               std::to_string(root_bytes + block_bytes));
+    std::cout << "memory " << o.name() << ": peak whole " << peak << " of " << model_bytes << " bytes" << std::endl;
+  }
+  for (auto& probe : probes) probe.remove();
+  auto whole = accelerator.summon_full_params(model);
+  out.params = snapshot(*model);
+  return out;
+}
+
+Run train_single(int world, const Options& o) {
+  torch::manual_seed(100);
+  TinyLm model(o.tied, o.twice);
+  torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-3));
+  Run out;
+  const int micro_steps = o.accumulate ? 2 : 1;
+  for (int step = 0; step < kSteps; ++step) {
+    optimizer.zero_grad();
+    for (int micro = 0; micro < micro_steps; ++micro) (lm_loss(model, tokens(step, micro, world * kBatch)) / micro_steps).backward();
+    if (o.clip) out.last_norm = torch::nn::utils::clip_grad_norm_(model->parameters(), 0.5);
+    optimizer.step();
+  }
+  out.params = snapshot(*model);
+  return out;
+}
+
+void transformer(const std::string& strategy_name) {
+  const auto strategy = acc::parse_sharding_strategy(strategy_name, "worker argument");
+  const int world = std::atoi(std::getenv("WORLD_SIZE"));
+  std::vector<Options> cases;
+  cases.push_back({});
+  cases.push_back({.tied = true, .twice = true, .eval = true});
+  cases.push_back({.accumulate = true});
+  cases.push_back({.clip = true});
+  cases.push_back({.bf16 = true});
+  for (const auto& o : cases) {
+    const auto fsdp = train(strategy, o);
+    const auto ddp = train(std::nullopt, o);
+    const double to_ddp = max_abs_diff(fsdp.params, ddp.params);
+    if (o.bf16) {
+      // Both in bf16 compute: they agree as closely as bf16 allows, not to fp32's 1e-5.
+      expect(to_ddp <= 2e-2, o.name() + ": " + strategy_name + " differs from DDP by " + std::to_string(to_ddp));
+      std::cout << "ok " << o.name() << ": to DDP " << to_ddp << std::endl;
+      continue;
+    }
+    const auto single = train_single(world, o);
+    const double to_single = max_abs_diff(fsdp.params, single.params);
+    // Summing gradients in another order is rounding noise that Adam amplifies in parameters whose
+    // gradient is nearly zero (with accumulation DDP lands ~1e-5 from one process too): sharding
+    // must not add more than 1e-5 to DDP's own distance.
+    const double ddp_to_single = max_abs_diff(ddp.params, single.params);
+    expect(to_single <= ddp_to_single + 1e-5, o.name() + ": " + strategy_name + " differs from one process by " +
+                                                  std::to_string(to_single) + ", DDP by " + std::to_string(ddp_to_single));
+    expect(to_ddp <= 1e-5, o.name() + ": " + strategy_name + " differs from DDP by " + std::to_string(to_ddp));
+    if (o.clip) {
+      expect(single.last_norm > 0.5, "the clipping case did not clip");
+      expect(std::abs(fsdp.last_norm - single.last_norm) <= 1e-5 * single.last_norm,
+             "clip_grad_norm_ returned " + std::to_string(fsdp.last_norm) + ", one process " +
+                 std::to_string(single.last_norm));
+    }
+    std::cout << "ok " << o.name() << ": to one process " << to_single << " (DDP " << ddp_to_single << "), to DDP "
+              << to_ddp << std::endl;
+  }
+}
+
+// A Sequential of plain layers: its children are units without any line in user code.
+torch::nn::Sequential make_sequential() {
+  return torch::nn::Sequential(torch::nn::Linear(12, 48), torch::nn::Tanh(), torch::nn::Linear(48, 48),
+                               torch::nn::Tanh(), torch::nn::Linear(48, 3));
+}
+
+void sequential(const std::string& strategy_name) {
+  const auto strategy = acc::parse_sharding_strategy(strategy_name, "worker argument");
+  auto run = [&](bool fsdp) {
+    auto options = acc::AcceleratorOptions();
+    // Linear(12,48) and Linear(48,48) reach 600 parameters, the head does not: it stays in the root.
+    if (fsdp) {
+      options.fsdp_plugin(acc::FullyShardedDataParallelPlugin()
+                              .sharding_strategy(strategy)
+                              .auto_wrap_policy(acc::AutoWrapPolicy::SIZE_BASED_WRAP)
+                              .min_num_params(600));
+    }
+    acc::Accelerator accelerator(options);
+    const int rank = accelerator.process_index(), world = accelerator.num_processes();
+    torch::manual_seed(5 + rank);
+    auto model = make_sequential();
+    acc::Optimizer<torch::optim::Adam> optimizer(model->parameters(), torch::optim::AdamOptions(1e-2));
+    accelerator.prepare(model, optimizer);
+    for (int step = 0; step < kSteps; ++step) {
+      torch::manual_seed(step);
+      auto x = torch::randn({world * 4, 12}).narrow(0, rank * 4, 4);
+      auto y = torch::randn({world * 4, 3}).narrow(0, rank * 4, 4);
+      accelerator.backward(torch::mse_loss(model->forward(x), y));
+      optimizer.step();
+      optimizer.zero_grad();
+      if (fsdp && world > 1) {
+        const int64_t whole = resident_bytes(model->parameters());
+        const int64_t head = (48 * 3 + 3 + world - 1) / world * world * 4;  // padded to the shard count
+        expect(whole == head, "between steps " + std::to_string(whole) +
+                                  " bytes of full parameters stay; only the root's head (" + std::to_string(head) +
+                                  ") should");
+      }
+    }
+    auto full = accelerator.summon_full_params(model);
+    return snapshot(*model);
+  };
+  const double diff = max_abs_diff(run(true), run(false));
+  expect(diff <= 1e-5, "Sequential under " + strategy_name + " differs from DDP by " + std::to_string(diff));
+  std::cout << "ok sequential: to DDP " << diff << std::endl;
+}
+
+// A released unit used outside its seam is torch's error, not garbage or a crash.
+void unseamed_use() {
+  acc::Accelerator accelerator(acc::AcceleratorOptions().fsdp_plugin(
+      acc::FullyShardedDataParallelPlugin()
+          .sharding_strategy(acc::ShardingStrategy::FULL_SHARD)
+          .auto_wrap_policy(acc::AutoWrapPolicy::TRANSFORMER_BASED_WRAP)
+          .transformer_cls_names_to_wrap(std::vector<std::string>{"Block"})));
+  torch::manual_seed(1);
+  TinyLm model(false, false);
+  acc::Optimizer<torch::optim::AdamW> optimizer(model->parameters(), torch::optim::AdamWOptions(1e-3));
+  accelerator.prepare(model, optimizer);
+  accelerator.backward(lm_loss(model, tokens(0, 0, kBatch)));
+  optimizer.step();
+  optimizer.zero_grad();
+  bool threw = false;
+  try {
+    // The block's MLP, called around the block's forward (and so around its seam).
+    auto y = model->blocks[1]->up->forward(torch::randn({2, kDim}));
+    std::cout << "unexpected result " << y.sum().item<double>() << std::endl;
+  } catch (const std::exception& e) {
+    threw = true;
+    std::cout << "ok unseamed use: " << std::string(e.what()).substr(0, 120) << std::endl;
+  }
+  expect(threw, "a released unit's layer ran outside the unit's seam without an error");
+  // The seam still works afterwards.
+  accelerator.backward(lm_loss(model, tokens(1, 0, kBatch)));
+  optimizer.step();
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (const char* local = std::getenv("ACC_TEST_LOCAL_WORLD_SIZE")) {
+    ::setenv("LOCAL_WORLD_SIZE", local, 1);
+    ::setenv("LOCAL_RANK", std::to_string(std::atoi(std::getenv("RANK")) % std::atoi(local)).c_str(), 1);
+  }
+  try {
+    if (args.size() == 2 && args[0] == "transformer") {
+      transformer(args[1]);
+    } else if (args.size() == 2 && args[0] == "sequential") {
+      sequential(args[1]);
+    } else if (args.size() == 1 && args[0] == "unseamed_use") {
+      unseamed_use();
+    } else {
+      fail("usage: acc_fsdp_full_shard_worker transformer|sequential STRATEGY | unseamed_use");
+    }
+  } catch (const std::exception& e) {
+    fail(std::string("exception: ") + e.what());
+  }
+  return 0;
+}
