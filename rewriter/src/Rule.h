@@ -21,6 +21,12 @@ namespace accmigrate {
 
 class Migration;
 
+// What the command line tells rules beyond selecting them (--fsdp-units=...): the same for every unit.
+struct RuleSettings {
+  // fsdp-units: the module types (as given: `Block`, `ns::Block` or `BlockImpl`) whose forward gets the guard.
+  std::vector<std::string> fsdpUnits;
+};
+
 struct Rule {
   const char *name;
   const char *summary;
