@@ -53,4 +53,11 @@ bool isFinalizer(const Rule &rule);
 // unknown rule (and the valid names) or a finalizer (which cannot be selected).
 bool selectRules(const std::string &spec, std::vector<const Rule *> &selected, std::string &error);
 
+// What the settings say about the selection of `spec` (selectRules' result, in `selected`): giving
+// --fsdp-units enables fsdp-units. Returns false with `error` when they disagree: fsdp-units named in
+// `spec` (`fsdp-units`, `+fsdp-units`) without types to act on, or dropped (`-fsdp-units`) while
+// types are given.
+bool applySettings(const std::string &spec, const RuleSettings &settings, std::vector<const Rule *> &selected,
+                   std::string &error);
+
 }  // namespace accmigrate
