@@ -52,7 +52,7 @@ class RulesConsumer : public ASTConsumer {
   void HandleTranslationUnit(ASTContext &ctx) override {
     if (ctx.getDiagnostics().hasErrorOccurred()) return;  // a broken AST gives wrong edits
     out_.parsed = true;
-    runRules(ctx, *config_.scope, config_.rules, out_);
+    runRules(ctx, *config_.scope, config_.rules, out_, config_.settings);
   }
 
  private:
@@ -129,6 +129,7 @@ void runOne(const std::string &file, const DriverConfig &config, UnitResult &out
     out.parsed = false;
     out.edits.clear();
     out.findings.clear();
+    out.fsdpUnitsFound.clear();
     out.diagnostic = error;
   }
 }

@@ -15,6 +15,7 @@ struct DriverConfig {
   const clang::tooling::CompilationDatabase *database = nullptr;
   const ProjectScope *scope = nullptr;
   std::vector<const Rule *> rules;  // the selected rules; the finalizers always run after them
+  RuleSettings settings;            // what the command line tells the rules (--fsdp-units)
   std::vector<std::string> extraArgs;
   unsigned jobs = 1;
   PchCache *pch = nullptr;  // null: every file parses torch's headers in full

@@ -60,8 +60,13 @@ class Migration::Callback : public MatchFinder::MatchCallback {
   OnMatch onMatch_;
 };
 
-Migration::Migration(ASTContext &ctx, const ProjectScope &scope, UnitResult &out)
-    : ctx(ctx), sm(ctx.getSourceManager()), lang(ctx.getLangOpts()), project_(sm, scope), out_(out) {
+Migration::Migration(ASTContext &ctx, const ProjectScope &scope, UnitResult &out, RuleSettings settings)
+    : ctx(ctx),
+      sm(ctx.getSourceManager()),
+      lang(ctx.getLangOpts()),
+      settings(std::move(settings)),
+      project_(sm, scope),
+      out_(out) {
   // Only the declarations this file itself parsed (noload_decls: those a PCH holds stay on disk), and
   // of those only the project's. The parent map that rules walk up is built over these alone:
   // building it over the whole TU would load and traverse all of torch.
@@ -282,8 +287,8 @@ bool Migration::isGatheredCount(const VarDecl *count) {
 }
 
 void runRules(ASTContext &ctx, const ProjectScope &scope, const std::vector<const Rule *> &rules,
-              UnitResult &out) {
-  Migration migration(ctx, scope, out);
+              UnitResult &out, const RuleSettings &settings) {
+  Migration migration(ctx, scope, out, settings);
   std::vector<const Rule *> steps = rules;
   for (const Rule &finalizer : allFinalizers()) steps.push_back(&finalizer);
   migration.run(steps);

@@ -3,6 +3,7 @@
 #pragma once
 #include "Facts.h"
 #include "Result.h"
+#include "Rule.h"
 
 #include <clang/AST/ASTContext.h>
 #include <clang/ASTMatchers/ASTMatchFinder.h>
@@ -41,16 +42,15 @@ class ProjectFiles {
   mutable std::map<clang::FileID, bool> cache_;
 };
 
-struct Rule;
-
 class Migration {
  public:
-  Migration(clang::ASTContext &ctx, const ProjectScope &scope, UnitResult &out);
+  Migration(clang::ASTContext &ctx, const ProjectScope &scope, UnitResult &out, RuleSettings settings = {});
   ~Migration();
 
   clang::ASTContext &ctx;
   const clang::SourceManager &sm;
   const clang::LangOptions &lang;
+  const RuleSettings settings;  // what the command line tells the rules (--fsdp-units)
 
   bool inProject(clang::SourceLocation loc) const { return project_.contains(loc); }
 
@@ -96,6 +96,8 @@ class Migration {
   void onlyIf(std::vector<std::string> decisions, const std::function<void()> &make);
   // What create-accelerator records of this unit for that placement.
   AcceleratorSummary &acceleratorSummary() { return out_.accelerator; }
+  // fsdp-units: the --fsdp-units names this unit defines a forward of (UnitResult::fsdpUnitsFound).
+  std::set<std::string> &fsdpUnitsFound() { return out_.fsdpUnitsFound; }
 
   // The function whose body holds `node` (lambdas excluded: they see the enclosing function's
   // variables), as written: instantiations map to their template.
@@ -149,6 +151,6 @@ class Migration {
 // Applies `rules` (in order), then every finalizer, to the parsed translation unit in `ctx`: their
 // edits and findings go to `out`.
 void runRules(clang::ASTContext &ctx, const ProjectScope &scope, const std::vector<const Rule *> &rules,
-              UnitResult &out);
+              UnitResult &out, const RuleSettings &settings = {});
 
 }  // namespace accmigrate

@@ -1,6 +1,8 @@
 #include "Options.h"
 #include "PchCache.h"
 
+#include <llvm/ADT/SmallVector.h>
+#include <llvm/ADT/StringRef.h>
 #include <llvm/Support/CommandLine.h>
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/raw_ostream.h>
@@ -51,6 +53,11 @@ std::optional<int> parseOptions(int argc, const char **argv, Options &out) {
                                                       "--rules=default,print-on-main-process); the finalizers "
                                                       "(create-accelerator, include-acc, cmake-link) always run"),
                                     cl::value_desc("list"), cl::cat(category));
+  static cl::opt<std::string> fsdpUnits(
+      "fsdp-units",
+      cl::desc("Module types (e.g. Block or BlockImpl, comma-separated) that FSDP FULL_SHARD wraps as units: each "
+               "forward starts with `acc::ForwardHooksGuard forward_hooks(*this);` (enables the rule fsdp-units)"),
+      cl::value_desc("types"), cl::cat(category));
   static cl::opt<std::string> pchCache("pch-cache", cl::desc("Directory of precompiled torch headers reused across runs "
                                                              "(default $ACC_MIGRATE_CACHE or ~/.cache/acc/migrate-pch)"),
                                         cl::value_desc("dir"), cl::cat(category));
@@ -93,6 +100,10 @@ std::optional<int> parseOptions(int argc, const char **argv, Options &out) {
     out.color = color->getValue() == cl::BOU_TRUE ? ColorMode::Always : ColorMode::Never;
   out.listRules = listRules;
   out.rules = rules;
+  llvm::SmallVector<llvm::StringRef> types;
+  llvm::StringRef(fsdpUnits).split(types, ',', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef type : types)
+    if (!type.trim().empty()) out.fsdpUnits.push_back(type.trim().str());
   out.jobs = jobs;
   out.pchCache = noPch ? "" : (pchCache.empty() ? defaultPchCacheDir() : std::string(pchCache));
   if (out.listRules) return std::nullopt;
@@ -105,6 +116,8 @@ std::optional<int> parseOptions(int argc, const char **argv, Options &out) {
   if (out.inPlace && !out.outputDir.empty())
     return usage("--in-place and --output-dir exclude each other; choose where the migrated files go");
   if (!out.backupSuffix.empty() && !out.inPlace) return usage("--backup-suffix needs --in-place");
+  if (fsdpUnits.getNumOccurrences() && out.fsdpUnits.empty())
+    return usage("--fsdp-units names no type; give the module types FSDP wraps as units: --fsdp-units=TypeA,TypeB");
   for (const std::string &input : out.inputs)
     if (!llvm::sys::fs::exists(input)) return usage("'" + input + "': no such file or directory");
   if (!out.buildDir.empty() && !llvm::sys::fs::is_directory(out.buildDir))

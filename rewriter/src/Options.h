@@ -22,6 +22,7 @@ struct Options {
   ColorMode color = ColorMode::Auto;
   bool listRules = false;
   std::string rules;
+  std::vector<std::string> fsdpUnits;  // --fsdp-units: module types whose forward gets the FSDP guard
   std::string pchCache;  // directory of cached torch PCHs; "" disables them
   unsigned jobs = 0;  // 0: one per hardware thread
 };

@@ -3,6 +3,7 @@
 #pragma once
 #include "AcceleratorSummary.h"
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,9 @@ struct UnitResult {
   std::vector<Edit> edits;
   std::vector<Finding> findings;
   AcceleratorSummary accelerator;  // for the placement across units (create-accelerator)
+  // The --fsdp-units names (as given) of which this unit defines a forward with a body (fsdp-units):
+  // a name no unit found is warned about once the run is over.
+  std::set<std::string> fsdpUnitsFound;
 };
 
 }  // namespace accmigrate

@@ -21,6 +21,12 @@ namespace accmigrate {
 
 class Migration;
 
+// What the command line tells rules beyond selecting them (--fsdp-units=...): the same for every unit.
+struct RuleSettings {
+  // fsdp-units: the module types (as given: `Block`, `ns::Block` or `BlockImpl`) whose forward gets the guard.
+  std::vector<std::string> fsdpUnits;
+};
+
 struct Rule {
   const char *name;
   const char *summary;
@@ -46,5 +52,12 @@ bool isFinalizer(const Rule &rule);
 // list that starts with `-name` removes from the default set. Returns false with `error` naming an
 // unknown rule (and the valid names) or a finalizer (which cannot be selected).
 bool selectRules(const std::string &spec, std::vector<const Rule *> &selected, std::string &error);
+
+// What the settings say about the selection of `spec` (selectRules' result, in `selected`): giving
+// --fsdp-units enables fsdp-units. Returns false with `error` when they disagree: fsdp-units named in
+// `spec` (`fsdp-units`, `+fsdp-units`) without types to act on, or dropped (`-fsdp-units`) while
+// types are given.
+bool applySettings(const std::string &spec, const RuleSettings &settings, std::vector<const Rule *> &selected,
+                   std::string &error);
 
 }  // namespace accmigrate

@@ -2,6 +2,7 @@
 
 #include <llvm/ADT/SmallVector.h>
 #include <llvm/ADT/StringRef.h>
+#include <algorithm>
 
 namespace accmigrate {
 
@@ -15,6 +16,7 @@ void registerOptimizerDeclaration(Migration &);
 void registerSchedulerDeclaration(Migration &);
 void registerSaveOnMainProcess(Migration &);
 void registerGatherForMetrics(Migration &);
+void registerFsdpUnits(Migration &);
 void registerPrintOnMainProcess(Migration &);
 void registerPrintInLoop(Migration &);
 void registerEveryRankSideEffect(Migration &);
@@ -67,6 +69,8 @@ const std::vector<Rule> &allRules() {
        kUsers | kAcc, kNone, registerSaveOnMainProcess},
       {"gather-for-metrics", "count += a.eq(b).sum().item<T>() in loader loops gathers a and b (gather_for_metrics)",
        false, kGathered | kUsers | kAcc, kNone, registerGatherForMetrics},
+      {"fsdp-units", "the forward of each --fsdp-units module type starts with acc::ForwardHooksGuard (FSDP units)",
+       false, kAcc, kNone, registerFsdpUnits},
       {"print-on-main-process", "std::cout << ... << std::endl in training loops becomes accelerator.print(...)", false,
        kPrints | kAcc, kUsers, registerPrintOnMainProcess},
       {"print-in-loop", "reports std::cout/printf in training loops (they print once per process)", true, kNone,
@@ -153,6 +157,45 @@ bool selectRules(const std::string &spec, std::vector<const Rule *> &selected, s
   selected.clear();
   for (size_t i = 0; i < on.size(); ++i)
     if (on[i]) selected.push_back(&rules[i]);
+  return true;
+}
+
+// How `spec` names `rule` itself (not through `all`/`default`): +1 to add it (`name`, `+name`), -1 to
+// drop it (`-name`), 0 not at all; the last mention wins.
+static int namesRule(const std::string &spec, llvm::StringRef rule) {
+  llvm::SmallVector<llvm::StringRef> parts;
+  llvm::StringRef(spec).split(parts, ',', -1, /*KeepEmpty=*/false);
+  int named = 0;
+  for (llvm::StringRef part : parts) {
+    part = part.trim();
+    bool enable = !part.consume_front("-");
+    part.consume_front("+");
+    if (part == rule) named = enable ? 1 : -1;
+  }
+  return named;
+}
+
+bool applySettings(const std::string &spec, const RuleSettings &settings, std::vector<const Rule *> &selected,
+                   std::string &error) {
+  const Rule *units = findRule("fsdp-units");
+  int named = namesRule(spec, units->name);
+  if (settings.fsdpUnits.empty()) {
+    if (named > 0) {
+      error =
+          "the rule fsdp-units needs the module types whose forward FSDP gathers around: name them with "
+          "--fsdp-units=TypeA,TypeB (which also enables the rule)";
+      return false;
+    }
+    return true;
+  }
+  if (named < 0) {
+    error = "--fsdp-units enables the rule fsdp-units, which --rules drops (-fsdp-units); give one or the other";
+    return false;
+  }
+  if (std::find(selected.begin(), selected.end(), units) != selected.end()) return true;
+  // In the registry's order, like every selection (pointers into allRules(): their order is its order).
+  selected.push_back(units);
+  std::stable_sort(selected.begin(), selected.end(), [](const Rule *a, const Rule *b) { return a < b; });
   return true;
 }
 

@@ -102,6 +102,23 @@ void sortFindings(std::vector<Finding> &findings) {
                  findings.end());
 }
 
+// A --fsdp-units type is found when any unit of the run defines its forward (with a body): a unit
+// type is usually defined once, in one source or in a header several include. The others are named
+// once, at the end; the exit status stays what the files decide.
+void warnFsdpUnitsNotFound(const std::vector<std::string> &types, const std::vector<UnitResult> &units, size_t failed) {
+  for (const std::string &type : types) {
+    if (std::any_of(units.begin(), units.end(),
+                    [&](const UnitResult &unit) { return unit.fsdpUnitsFound.count(type) > 0; }))
+      continue;
+    llvm::errs() << "acc-migrate: warning: --fsdp-units: no migrated file defines a forward of '" << type
+                 << "' (looked for classes " << type << " and " << type
+                 << "Impl deriving from torch::nn::Module, with a forward body, in the sources and the project "
+                    "headers they include"
+                 << (failed ? "; " + std::to_string(failed) + " source(s) did not parse" : std::string())
+                 << "); its forward gets no acc::ForwardHooksGuard\n";
+  }
+}
+
 int listRules() {
   size_t width = 0;
   for (const std::vector<Rule> *list : {&allRules(), &allFinalizers()})
@@ -124,7 +141,9 @@ int main(int argc, const char **argv) {
 
   DriverConfig config;
   std::string error;
-  if (!selectRules(options.rules, config.rules, error)) {
+  config.settings.fsdpUnits = options.fsdpUnits;
+  if (!selectRules(options.rules, config.rules, error) ||
+      !applySettings(options.rules, config.settings, config.rules, error)) {
     llvm::errs() << "acc-migrate: error: " << error << "\n";
     return ExitUsage;
   }
@@ -200,6 +219,7 @@ int main(int argc, const char **argv) {
       ++failed;
       llvm::errs() << displayPath(unit.mainFile) << ": not migrated (left unchanged): " << unit.diagnostic << "\n";
     }
+  warnFsdpUnitsNotFound(options.fsdpUnits, run.units, failed);
   for (const FileChange &change : run.changes) edits += change.edits.size();
   llvm::errs() << "acc-migrate: " << run.changes.size() << " file(s) changed (" << edits << " edit(s)), "
                << sources.size() - failed << " of " << sources.size() << " source(s) parsed, " << failed

@@ -59,7 +59,7 @@ TEST(RuleRegistry, ListsEachRuleOnceWithAnExplanationAndASetUp) {
     EXPECT_EQ(findRule(name), rule) << name;
   }
   EXPECT_EQ(findRule("nope"), nullptr);
-  EXPECT_EQ(allRules().size(), 19u);  // a new rule: a line here, a lit test, a row in docs/migrate.md
+  EXPECT_EQ(allRules().size(), 20u);  // a new rule: a line here, a lit test, a row in docs/migrate.md
 }
 
 TEST(RuleRegistry, FinalizersAreAlwaysPresentAndCannotBeSelected) {
@@ -83,11 +83,12 @@ TEST(RuleRegistry, SelectsTheDefaultsAllOrRulesAlone) {
   EXPECT_EQ(select(""), defaultRules());
   EXPECT_EQ(select("default"), defaultRules());
   EXPECT_EQ(select("all").size(), allRules().size());
-  // print-on-main-process and gather-for-metrics are the rules that are off by default.
+  // print-on-main-process, gather-for-metrics and fsdp-units are the rules that are off by default.
   std::vector<std::string> defaults = defaultRules();
   EXPECT_EQ(std::count(defaults.begin(), defaults.end(), "print-on-main-process"), 0);
   EXPECT_EQ(std::count(defaults.begin(), defaults.end(), "gather-for-metrics"), 0);
-  EXPECT_EQ(defaults.size(), allRules().size() - 2);
+  EXPECT_EQ(std::count(defaults.begin(), defaults.end(), "fsdp-units"), 0);
+  EXPECT_EQ(defaults.size(), allRules().size() - 3);
   // A list that starts with a name: those rules alone, in the registry's order.
   EXPECT_EQ(select("backward"), std::vector<std::string>{"backward"});
   EXPECT_EQ(select("device-move,prepare"), (std::vector<std::string>{"prepare", "device-move"}));
@@ -101,7 +102,7 @@ TEST(RuleRegistry, TogglesRulesOnAndOff) {
   std::vector<std::string> withPrint = select("default,+print-on-main-process");
   EXPECT_EQ(withPrint.size(), defaultRules().size() + 1);
   EXPECT_EQ(std::count(withPrint.begin(), withPrint.end(), "print-on-main-process"), 1);
-  EXPECT_EQ(select("all,-print-on-main-process,-gather-for-metrics"), defaultRules());
+  EXPECT_EQ(select("all,-print-on-main-process,-gather-for-metrics,-fsdp-units"), defaultRules());
   EXPECT_EQ(select("backward,-backward"), std::vector<std::string>{});
 }
 
@@ -112,6 +113,43 @@ TEST(RuleRegistry, AnUnknownNameIsAnErrorThatListsTheValidOnes) {
     for (const Rule &rule : allRules()) EXPECT_NE(error.find(rule.name), std::string::npos) << rule.name;
     EXPECT_NE(error.find("`default`, `all`"), std::string::npos) << error;
   }
+}
+
+// --fsdp-units enables fsdp-units whatever --rules selects; naming the rule without types, or
+// dropping it with types, is an error; `all` selects it with nothing to do.
+TEST(RuleRegistry, FsdpUnitsFollowsItsTypes) {
+  auto apply = [](const std::string &spec, std::vector<std::string> types, std::string *error = nullptr) {
+    std::vector<const Rule *> selected;
+    std::string message;
+    EXPECT_TRUE(selectRules(spec, selected, message)) << spec << ": " << message;
+    RuleSettings settings;
+    settings.fsdpUnits = std::move(types);
+    bool ok = applySettings(spec, settings, selected, message);
+    if (error) *error = ok ? "" : message;
+    else EXPECT_TRUE(ok) << spec << ": " << message;
+    return names(selected);
+  };
+  EXPECT_EQ(apply("", {}), defaultRules());
+  std::vector<std::string> withUnits = apply("", {"Block"});
+  EXPECT_EQ(withUnits.size(), defaultRules().size() + 1);
+  EXPECT_EQ(std::count(withUnits.begin(), withUnits.end(), "fsdp-units"), 1);
+  // In the registry's order: right after gather-for-metrics when both are on.
+  EXPECT_EQ(apply("backward,gather-for-metrics", {"Block"}),
+            (std::vector<std::string>{"backward", "gather-for-metrics", "fsdp-units"}));
+  EXPECT_EQ(apply("fsdp-units", {"Block"}), std::vector<std::string>{"fsdp-units"});
+  EXPECT_EQ(apply("default,+fsdp-units", {"Block", "Head"}), withUnits);
+  EXPECT_EQ(apply("all", {}).size(), allRules().size());
+  for (std::string spec : {"fsdp-units", "+fsdp-units", "default,+fsdp-units", "-fsdp-units,+fsdp-units"}) {
+    std::string error;
+    apply(spec, {}, &error);
+    EXPECT_NE(error.find("needs the module types"), std::string::npos) << spec << ": " << error;
+    EXPECT_NE(error.find("--fsdp-units=TypeA,TypeB"), std::string::npos) << spec << ": " << error;
+  }
+  std::string error;
+  apply("default,-fsdp-units", {"Block"}, &error);
+  EXPECT_NE(error.find("which --rules drops"), std::string::npos) << error;
+  // The last mention wins, as in selectRules.
+  EXPECT_EQ(apply("default,+fsdp-units,-fsdp-units", {}), defaultRules());
 }
 
 TEST(RuleRegistry, FactNamesAreStable) {

@@ -28,8 +28,8 @@ const char *const kFile = "/project/train.cpp";
 // Parses `code` as /project/train.cpp and runs `rules`, then the finalizers, like acc-migrate does.
 class RulesAction : public clang::ASTFrontendAction {
  public:
-  RulesAction(const ProjectScope &scope, std::vector<const Rule *> rules, UnitResult &out)
-      : scope_(scope), rules_(std::move(rules)), out_(out) {}
+  RulesAction(const ProjectScope &scope, std::vector<const Rule *> rules, RuleSettings settings, UnitResult &out)
+      : scope_(scope), rules_(std::move(rules)), settings_(std::move(settings)), out_(out) {}
   std::unique_ptr<clang::ASTConsumer> CreateASTConsumer(clang::CompilerInstance &, llvm::StringRef) override {
     struct Consumer : clang::ASTConsumer {
       RulesAction &action;
@@ -37,7 +37,7 @@ class RulesAction : public clang::ASTFrontendAction {
       void HandleTranslationUnit(clang::ASTContext &ctx) override {
         if (ctx.getDiagnostics().hasErrorOccurred()) return;
         action.out_.parsed = true;
-        runRules(ctx, action.scope_, action.rules_, action.out_);
+        runRules(ctx, action.scope_, action.rules_, action.out_, action.settings_);
       }
     };
     return std::make_unique<Consumer>(*this);
@@ -46,11 +46,12 @@ class RulesAction : public clang::ASTFrontendAction {
  private:
   const ProjectScope &scope_;
   std::vector<const Rule *> rules_;
+  RuleSettings settings_;
   UnitResult &out_;
 };
 
 UnitResult migrate(const std::string &code, const std::vector<std::string> &ruleNames,
-                   std::vector<std::string> extraArgs = {}) {
+                   std::vector<std::string> extraArgs = {}, RuleSettings settings = {}) {
   std::vector<const Rule *> rules;
   for (const std::string &name : ruleNames) {
     const Rule *rule = findRule(name);
@@ -62,7 +63,8 @@ UnitResult migrate(const std::string &code, const std::vector<std::string> &rule
   std::vector<std::string> args = {"-std=c++17", "-isystem", ACC_MIGRATE_TEST_DIR "/Inputs/stub",
                                    "-resource-dir=" ACC_CLANG_RESOURCE_DIR};
   args.insert(args.end(), extraArgs.begin(), extraArgs.end());
-  clang::tooling::runToolOnCodeWithArgs(std::make_unique<RulesAction>(scope, rules, out), code, args, kFile);
+  clang::tooling::runToolOnCodeWithArgs(std::make_unique<RulesAction>(scope, rules, std::move(settings), out), code,
+                                        args, kFile);
   std::vector<UnitResult> units{std::move(out)};
   applyAcceleratorPlacement(units);
   return std::move(units.front());
@@ -164,15 +166,32 @@ int main() {
   EXPECT_NE(migrated.find("acc::Scheduler<torch::optim::StepLR> scheduler(optimizer, 2);"), std::string::npos);
 }
 
-// Each rule alone over its own lit test (rewriter/test/<name>.cpp): it parses, and what happens is
-// that rule's or a finalizer's. A rule that touched a fact it does not declare would stop the
-// process here (Migration::access).
+// The settings a lit test's first RUN line that gives them gives (--fsdp-units=A,B).
+RuleSettings settingsOf(llvm::StringRef test) {
+  RuleSettings settings;
+  llvm::SmallVector<llvm::StringRef> lines;
+  test.split(lines, '\n');
+  for (llvm::StringRef line : lines) {
+    size_t flag = line.find("--fsdp-units=");
+    if (!line.contains("RUN:") || flag == llvm::StringRef::npos) continue;
+    llvm::StringRef types = line.substr(flag + strlen("--fsdp-units=")).take_until(isspace);
+    llvm::SmallVector<llvm::StringRef> parts;
+    types.split(parts, ',', -1, /*KeepEmpty=*/false);
+    for (llvm::StringRef type : parts) settings.fsdpUnits.push_back(type.str());
+    break;
+  }
+  return settings;
+}
+
+// Each rule alone over its own lit test (rewriter/test/<name>.cpp), with the settings it gives: it
+// parses, and what happens is that rule's or a finalizer's. A rule that touched a fact it does not
+// declare would stop the process here (Migration::access).
 TEST(RulesOnCode, EachRuleAloneOnItsLitTest) {
   for (const Rule &rule : allRules()) {
     std::string path = std::string(ACC_MIGRATE_TEST_DIR) + "/" + rule.name + ".cpp";
     auto buffer = llvm::MemoryBuffer::getFile(path);
     ASSERT_TRUE(bool(buffer)) << path;
-    UnitResult out = migrate((*buffer)->getBuffer().str(), {rule.name});
+    UnitResult out = migrate((*buffer)->getBuffer().str(), {rule.name}, {}, settingsOf((*buffer)->getBuffer()));
     EXPECT_TRUE(out.parsed) << rule.name;
     for (const std::string &name : rulesThatActed(out))
       EXPECT_TRUE(name == rule.name || isFinalizer(*findRule(name))) << rule.name << ": " << name << " acted";
@@ -200,8 +219,9 @@ Rule earlyReader{"early-reader", "reads accelerator-users while matching", true,
 void runOnly(const Rule &rule) {
   ProjectScope scope({kProject});
   UnitResult out;
-  clang::tooling::runToolOnCodeWithArgs(std::make_unique<RulesAction>(scope, std::vector<const Rule *>{&rule}, out),
-                                        "void train() {}\n", {"-std=c++17"}, kFile);
+  clang::tooling::runToolOnCodeWithArgs(
+      std::make_unique<RulesAction>(scope, std::vector<const Rule *>{&rule}, RuleSettings{}, out), "void train() {}\n",
+      {"-std=c++17"}, kFile);
 }
 
 TEST(RulesOnCodeDeathTest, AnUndeclaredFactStopsTheTool) {

@@ -1,5 +1,6 @@
 // A stand-in for the acc runtime's API as acc-migrate writes it, so migrated test files parse again.
 #pragma once
+#include <acc/hooks.h>
 #include <torch/torch.h>
 
 namespace acc {
