@@ -41,6 +41,9 @@ class HookHandle {
   uint64_t id_ = 0;
 };
 
+/// Hooks belong to the module object: one a shared_ptr owns (every ModuleHolder's) drops them when
+/// it is destroyed; remove the hooks of any other module before it goes.
+///
 /// Runs before `module`'s forward, in registration order.
 HookHandle register_forward_pre_hook(torch::nn::Module& module, ModuleHook hook);
 /// Runs after `module`'s forward returned (also when it threw; then an exception the hook throws

@@ -5,6 +5,7 @@
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
+#include <torch/nn/module.h>
 
 #include <algorithm>
 #include <mutex>
@@ -22,6 +23,10 @@ namespace {
 enum class Kind { kPre, kPost, kBackwardPre };
 
 struct ModuleHooks {
+  // Modules are keyed by address; a module a shared_ptr owns (every ModuleHolder's) is recognised
+  // as gone when its pointer expired, so a new module at the same address starts without hooks.
+  std::weak_ptr<torch::nn::Module> owner;
+  bool owned = false;
   std::vector<std::pair<uint64_t, ModuleHook>> pre, post, backward_pre;
   std::vector<std::pair<uint64_t, ModuleHook>>& of(Kind kind) {
     return kind == Kind::kPre ? pre : kind == Kind::kPost ? post : backward_pre;
@@ -44,6 +49,7 @@ struct Registry {
   std::unordered_map<uint64_t, std::pair<const torch::nn::Module*, Kind>> handles;
   uint64_t next_handle = 1;
   std::vector<std::shared_ptr<ForwardCall>> calls;  // since the last backward started
+  std::unordered_set<const torch::nn::Module*> checkpointed;
   uint64_t backward_generation = 0;
 };
 
@@ -53,6 +59,17 @@ Registry& registry() {
   return *instance;
 }
 
+// The hooks of a live module; forgets those of a destroyed one. Called with the registry locked.
+ModuleHooks* live_hooks(Registry& reg, const torch::nn::Module& module) {
+  auto it = reg.hooks.find(&module);
+  if (it == reg.hooks.end()) return nullptr;
+  if (it->second.owned && it->second.owner.expired()) {
+    reg.hooks.erase(it);
+    return nullptr;
+  }
+  return &it->second;
+}
+
 // Modules whose guard is open on this thread: a nested guard of the same module runs nothing.
 thread_local std::vector<const torch::nn::Module*> open_guards;
 
@@ -60,9 +77,9 @@ std::vector<ModuleHook> hooks_of(const torch::nn::Module& module, Kind kind) {
   auto& reg = registry();
   std::lock_guard<std::mutex> lock(reg.mutex);
   std::vector<ModuleHook> out;
-  auto it = reg.hooks.find(&module);
-  if (it == reg.hooks.end()) return out;
-  for (const auto& entry : it->second.of(kind)) out.push_back(entry.second);
+  auto* hooks = live_hooks(reg, module);
+  if (hooks == nullptr) return out;
+  for (const auto& entry : hooks->of(kind)) out.push_back(entry.second);
   return out;
 }
 
@@ -70,6 +87,11 @@ HookHandle add_hook(torch::nn::Module& module, ModuleHook hook, Kind kind) {
   auto& reg = registry();
   std::lock_guard<std::mutex> lock(reg.mutex);
   const uint64_t id = reg.next_handle++;
+  if (live_hooks(reg, module) == nullptr) {
+    auto& entry = reg.hooks[&module];
+    entry.owner = module.weak_from_this();
+    entry.owned = !entry.owner.expired();
+  }
   reg.hooks[&module].of(kind).emplace_back(id, std::move(hook));
   reg.handles.emplace(id, std::make_pair(&module, kind));
   return HookHandle(id);
@@ -105,14 +127,14 @@ void HookHandle::remove() {
   auto& reg = registry();
   std::lock_guard<std::mutex> lock(reg.mutex);
   auto it = reg.handles.find(id_);
-  if (it != reg.handles.end()) {
-    auto hooks = reg.hooks.find(it->second.first);
+  auto hooks = it == reg.handles.end() ? reg.hooks.end() : reg.hooks.find(it->second.first);
+  if (hooks != reg.hooks.end()) {
     auto& list = hooks->second.of(it->second.second);
     list.erase(std::remove_if(list.begin(), list.end(), [&](const auto& e) { return e.first == id_; }),
                list.end());
     if (hooks->second.empty()) reg.hooks.erase(hooks);
-    reg.handles.erase(it);
   }
+  if (it != reg.handles.end()) reg.handles.erase(it);
   id_ = 0;
 }
 
@@ -131,7 +153,7 @@ ForwardHooksGuard::ForwardHooksGuard(torch::nn::Module& module) {
   {
     auto& reg = registry();
     std::lock_guard<std::mutex> lock(reg.mutex);
-    if (reg.hooks.find(&module) == reg.hooks.end()) return;
+    if (live_hooks(reg, module) == nullptr) return;
   }
   for (const auto& hook : hooks_of(module, Kind::kPre)) hook(module);
   module_ = &module;
@@ -147,8 +169,8 @@ ForwardHooksGuard::~ForwardHooksGuard() noexcept(false) {
   if (end != first_node_ && c10::GradMode::is_enabled()) {
     auto& reg = registry();
     std::lock_guard<std::mutex> lock(reg.mutex);
-    auto it = reg.hooks.find(module_);
-    if (it != reg.hooks.end() && !it->second.backward_pre.empty()) {
+    auto* hooks = live_hooks(reg, *module_);
+    if (hooks != nullptr && !hooks->backward_pre.empty()) {
       auto call = std::make_shared<ForwardCall>();
       call->thread = at::RecordFunction::currentThreadId();
       call->first = first_node_;
@@ -175,7 +197,23 @@ namespace detail {
 bool has_module_hooks(const torch::nn::Module& module) {
   auto& reg = registry();
   std::lock_guard<std::mutex> lock(reg.mutex);
-  return reg.hooks.count(&module) != 0;
+  return live_hooks(reg, module) != nullptr;
+}
+
+void set_checkpointed(const torch::nn::Module& module, bool checkpointed) {
+  auto& reg = registry();
+  std::lock_guard<std::mutex> lock(reg.mutex);
+  if (checkpointed) {
+    reg.checkpointed.insert(&module);
+  } else {
+    reg.checkpointed.erase(&module);
+  }
+}
+
+bool is_checkpointed(const torch::nn::Module& module) {
+  auto& reg = registry();
+  std::lock_guard<std::mutex> lock(reg.mutex);
+  return reg.checkpointed.count(&module) != 0;
 }
 
 void attach_backward_pre_hooks(const at::Tensor& root) {
