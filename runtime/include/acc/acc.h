@@ -1,6 +1,7 @@
 #pragma once
 // Umbrella header of libacc: distributed training for libtorch.
 #include <acc/accelerator.h>
+#include <acc/activation_checkpointing.h>
 #include <acc/autocast.h>
 #include <acc/checkpoint_model.h>
 #include <acc/checkpointing.h>

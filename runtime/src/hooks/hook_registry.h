@@ -13,6 +13,10 @@ namespace acc::detail {
 
 /// Whether any hook (forward, forward pre, backward pre) is registered for `module`.
 bool has_module_hooks(const torch::nn::Module& module);
+/// Children acc calls for a Sequential (hook_sequential) run under acc::checkpoint when marked
+/// (FSDP activation checkpointing); the mark alone does nothing elsewhere.
+void set_checkpointed(const torch::nn::Module& module, bool checkpointed);
+bool is_checkpointed(const torch::nn::Module& module);
 
 /// Before a backward from `root`: hooks every node built inside a recorded forward call (the
 /// innermost one when calls nest) and forgets the recorded calls. Cheap when none was recorded.

@@ -2,6 +2,7 @@
 // place there: it opens the child's guard around the child's forward. Only the Sequential's list
 // of AnyModules changes; the child stays registered under its name, so named_children(),
 // parameters() and the state dict are what they were.
+#include <acc/activation_checkpointing.h>
 #include <acc/hooks.h>
 
 #include <c10/util/Exception.h>
@@ -23,6 +24,14 @@ class HookedChildImpl : public torch::nn::Module {
       : torch::nn::Module("acc::HookedChild"), child_(std::move(child)) {}
 
   torch::Tensor forward(torch::Tensor input) {
+    if (detail::is_checkpointed(*child_.ptr())) {
+      return checkpoint([this](const at::Tensor& x) { return call(x); }, input);
+    }
+    return call(std::move(input));
+  }
+
+ private:
+  torch::Tensor call(torch::Tensor input) {
     auto& child = *child_.ptr();
     ForwardHooksGuard guard(child);
     try {
@@ -41,7 +50,6 @@ class HookedChildImpl : public torch::nn::Module {
     }
   }
 
- private:
   torch::nn::AnyModule child_;
 };
 
