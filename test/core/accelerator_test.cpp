@@ -31,20 +31,6 @@ TEST(Accelerator, SingleProcessProperties) {
   accelerator.wait_for_everyone();
 }
 
-TEST(Accelerator, FeaturesOfLaterVersionsFailLoudly) {
-  auto message = [](acc::AcceleratorOptions options) -> std::string {
-    try {
-      acc::Accelerator accelerator(std::move(options));
-    } catch (const acc::ConfigError& e) {
-      return e.what();
-    }
-    return "";
-  };
-  EXPECT_NE(message(acc::AcceleratorOptions().environment(fake_env({{"ACCELERATE_USE_FSDP", "1"}})))
-                .find("FSDP"),
-            std::string::npos);
-}
-
 struct NetImpl : torch::nn::Module {
   NetImpl() : fc(register_module("fc", torch::nn::Linear(3, 2))) {}
   torch::Tensor forward(const torch::Tensor& x) { return fc->forward(x); }

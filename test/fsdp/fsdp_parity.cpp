@@ -13,6 +13,7 @@
 #include <torch/types.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -39,6 +40,7 @@ struct NetImpl : torch::nn::Module {
     l3 = register_module("l3", torch::nn::Linear(kMiddle, 1));
   }
   torch::Tensor forward(const torch::Tensor& x) {
+    acc::ForwardHooksGuard forward_hooks(*this);  // FULL_SHARD: the model is the one unit
     return l3->forward(torch::tanh(l2->forward(torch::tanh(l1->forward(x))))) * gain;
   }
   torch::Tensor gain;
@@ -116,7 +118,16 @@ int main(int argc, char** argv) {
     state += static_cast<const torch::optim::AdamParamState&>(*value).exp_avg().numel();
   }
   write_text(dir + "/acc_state_" + rank + ".txt", std::to_string(state) + "\n");
-  if (accelerator.is_main_process()) {
+  const char* strategy = std::getenv("FSDP_SHARDING_STRATEGY");
+  if (strategy != nullptr && std::string(strategy) == "FULL_SHARD") {
+    for (const auto& p : model->parameters()) {
+      if (p.storage().nbytes() != 0) {
+        std::cerr << "FULL_SHARD left a parameter whole between steps\n";
+        return 1;
+      }
+    }
+  }
+  if (auto whole = accelerator.summon_full_params(model, /*writeback=*/false); accelerator.is_main_process()) {
     std::vector<torch::Tensor> parts;
     for (const auto& p : model->parameters()) parts.push_back(p.detach().reshape({-1}));
     auto weights = torch::cat(parts).contiguous();

@@ -7,6 +7,7 @@
 #include <vector>
 #include <ostream>
 #include <string>
+#include <tuple>
 #include <unistd.h>
 
 #include "spawn.h"
@@ -81,6 +82,27 @@ TEST(Fsdp, ReleasedUnitUsedOutsideItsSeamIsAnErrorNotGarbage) {
   auto result = spawn_ranks(acc::testing::executable_dir() + "/acc_fsdp_full_shard_worker", {"unseamed_use"}, 2,
                             seconds(120));
   EXPECT_TRUE(result.all_succeeded()) << result.describe();
+}
+
+// FULL_SHARD checkpoints: SHARDED saved on 4 ranks resumes on 2 (resharded), FULL saved on 2 resumes
+// on 2 (random states are per rank, so a FULL checkpoint resumes on its own number of ranks); each
+// continues as the uninterrupted run.
+TEST(Fsdp, FullShardCheckpointsContinueAsTheUninterruptedRun) {
+  const std::vector<std::tuple<std::string, int, int>> cases{{"SHARDED_STATE_DICT", 4, 2}, {"FULL_STATE_DICT", 2, 2}};
+  for (const auto& [type, saved_on, resumed_on] : cases) {
+    const auto directory = std::filesystem::temp_directory_path() /
+                           ("acc-fsdp-full-shard-" + std::to_string(::getpid()) + "-" + type);
+    std::filesystem::remove_all(directory);
+    std::filesystem::create_directories(directory);
+    const auto worker = acc::testing::executable_dir() + "/acc_fsdp_full_shard_worker";
+    auto saved = spawn_ranks(worker, {"checkpoint_save", type, directory.string()}, saved_on, seconds(180));
+    EXPECT_TRUE(saved.all_succeeded()) << type << "\n" << saved.describe();
+    if (saved.all_succeeded()) {
+      auto resumed = spawn_ranks(worker, {"checkpoint_resume", type, directory.string()}, resumed_on, seconds(180));
+      EXPECT_TRUE(resumed.all_succeeded()) << type << "\n" << resumed.describe();
+    }
+    std::filesystem::remove_all(directory);
+  }
 }
 
 TEST(Fsdp, RejectsWhatItCannotShardAndSavesFullModel) {

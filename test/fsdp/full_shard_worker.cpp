@@ -51,7 +51,7 @@ struct BlockImpl : torch::nn::Module {
 TORCH_MODULE(Block);
 
 struct TinyLmImpl : torch::nn::Module {
-  TinyLmImpl(bool tied, bool twice) : tied(tied), twice(twice) {
+  TinyLmImpl(bool tied, bool twice, bool checkpointed = false) : tied(tied), twice(twice), checkpointed(checkpointed) {
     embed = register_module("embed", torch::nn::Embedding(kVocab, kDim));
     position = register_parameter("position", torch::randn({kSeq, kDim}) * 0.1);
     for (int64_t i = 0; i < kBlocks; ++i) blocks.push_back(register_module("block" + std::to_string(i), Block()));
@@ -62,13 +62,16 @@ struct TinyLmImpl : torch::nn::Module {
     acc::ForwardHooksGuard forward_hooks(*this);
     auto x = embed->forward(tokens) + position;
     for (size_t i = 0; i < blocks.size(); ++i) {
-      x = blocks[i]->forward(x);
+      auto& block = blocks[i];
+      // Activation checkpointing of a unit its parent calls: the call goes through acc::checkpoint.
+      x = checkpointed ? acc::checkpoint([&block](const torch::Tensor& h) { return block->forward(h); }, x)
+                       : block->forward(x);
       if (twice && i == 0) x = blocks[i]->forward(x);  // a unit called twice per forward
     }
     x = norm->forward(x);
     return tied ? torch::matmul(x, embed->weight.t()) : head->forward(x);
   }
-  bool tied, twice;
+  bool tied, twice, checkpointed;
   torch::nn::Embedding embed{nullptr};
   torch::Tensor position;
   std::vector<Block> blocks;
@@ -78,11 +81,11 @@ struct TinyLmImpl : torch::nn::Module {
 TORCH_MODULE(TinyLm);
 
 struct Options {
-  bool tied = false, twice = false, accumulate = false, clip = false, eval = false, bf16 = false;
+  bool tied = false, twice = false, accumulate = false, clip = false, eval = false, bf16 = false, checkpoint = false;
   std::string name() const {
     std::string out = tied ? "tied" : "untied";
     for (auto [on, what] : {std::pair{twice, "twice"}, {accumulate, "accumulate"}, {clip, "clip"}, {eval, "eval"},
-                            {bf16, "bf16"}}) {
+                            {bf16, "bf16"}, {checkpoint, "checkpoint"}}) {
       if (on) out += std::string("+") + what;
     }
     return out;
@@ -147,7 +150,7 @@ Run train(std::optional<acc::ShardingStrategy> strategy, const Options& o) {
   acc::Accelerator accelerator(options);
   const int rank = accelerator.process_index(), world = accelerator.num_processes();
   torch::manual_seed(100 + rank);  // rank 0's weights win through sync_module_states
-  TinyLm model(o.tied, o.twice);
+  TinyLm model(o.tied, o.twice, o.checkpoint);
   const int64_t model_bytes = param_bytes(*model);
   const int64_t block_bytes = param_bytes(*model->blocks[0]);
   const int64_t root_bytes = model_bytes - kBlocks * block_bytes;
@@ -228,7 +231,7 @@ Run train(std::optional<acc::ShardingStrategy> strategy, const Options& o) {
 
 Run train_single(int world, const Options& o) {
   torch::manual_seed(100);
-  TinyLm model(o.tied, o.twice);
+  TinyLm model(o.tied, o.twice, o.checkpoint);
   torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-3));
   Run out;
   const int micro_steps = o.accumulate ? 2 : 1;
@@ -251,6 +254,7 @@ void transformer(const std::string& strategy_name) {
   cases.push_back({.accumulate = true});
   cases.push_back({.clip = true});
   cases.push_back({.bf16 = true});
+  cases.push_back({.twice = true, .checkpoint = true});
   for (const auto& o : cases) {
     const auto fsdp = train(strategy, o);
     const auto ddp = train(std::nullopt, o);
@@ -289,14 +293,15 @@ torch::nn::Sequential make_sequential() {
 
 void sequential(const std::string& strategy_name) {
   const auto strategy = acc::parse_sharding_strategy(strategy_name, "worker argument");
-  auto run = [&](bool fsdp) {
+  auto run = [&](bool fsdp, bool checkpointing) {
     auto options = acc::AcceleratorOptions();
     // Linear(12,48) and Linear(48,48) reach 600 parameters, the head does not: it stays in the root.
     if (fsdp) {
       options.fsdp_plugin(acc::FullyShardedDataParallelPlugin()
                               .sharding_strategy(strategy)
                               .auto_wrap_policy(acc::AutoWrapPolicy::SIZE_BASED_WRAP)
-                              .min_num_params(600));
+                              .min_num_params(600)
+                              .activation_checkpointing(checkpointing));
     }
     acc::Accelerator accelerator(options);
     const int rank = accelerator.process_index(), world = accelerator.num_processes();
@@ -322,9 +327,68 @@ void sequential(const std::string& strategy_name) {
     auto full = accelerator.summon_full_params(model);
     return snapshot(*model);
   };
-  const double diff = max_abs_diff(run(true), run(false));
-  expect(diff <= 1e-5, "Sequential under " + strategy_name + " differs from DDP by " + std::to_string(diff));
-  std::cout << "ok sequential: to DDP " << diff << std::endl;
+  const auto ddp = run(false, false);
+  for (bool checkpointing : {false, true}) {
+    const double diff = max_abs_diff(run(true, checkpointing), ddp);
+    expect(diff <= 1e-5, "Sequential under " + strategy_name + (checkpointing ? " with activation checkpointing" : "") +
+                             " differs from DDP by " + std::to_string(diff));
+    std::cout << "ok sequential" << (checkpointing ? " checkpointed" : "") << ": to DDP " << diff << std::endl;
+  }
+}
+
+// Checkpoints of a FULL_SHARD model: saved after 5 of 10 steps on one number of ranks, resumed on
+// another, the result equals the uninterrupted run (which saved its final weights with save_model).
+constexpr int64_t kGlobal = 8;
+constexpr int kSaveAt = 5;
+
+acc::Accelerator full_shard_accelerator(acc::StateDictType type) {
+  return acc::Accelerator(acc::AcceleratorOptions().fsdp_plugin(
+      acc::FullyShardedDataParallelPlugin()
+          .sharding_strategy(acc::ShardingStrategy::FULL_SHARD)
+          .state_dict_type(type)
+          .auto_wrap_policy(acc::AutoWrapPolicy::TRANSFORMER_BASED_WRAP)
+          .transformer_cls_names_to_wrap(std::vector<std::string>{"Block"})));
+}
+
+void train_steps(acc::Accelerator& accelerator, TinyLm& model, torch::optim::Optimizer& optimizer, int from, int to) {
+  const int rank = accelerator.process_index(), world = accelerator.num_processes();
+  for (int step = from; step < to; ++step) {
+    auto batch = tokens(step, 0, kGlobal).narrow(0, rank * (kGlobal / world), kGlobal / world);
+    accelerator.backward(lm_loss(model, batch));
+    optimizer.step();
+    optimizer.zero_grad();
+  }
+}
+
+void checkpoint_save(const std::string& type_name, const std::string& directory) {
+  auto accelerator = full_shard_accelerator(acc::parse_state_dict_type(type_name, "worker argument"));
+  torch::manual_seed(3);
+  TinyLm model(false, false);
+  acc::Optimizer<torch::optim::AdamW> optimizer(model->parameters(), torch::optim::AdamWOptions(1e-3));
+  accelerator.prepare(model, optimizer);
+  train_steps(accelerator, model, optimizer, 0, kSaveAt);
+  accelerator.save_state(directory + "/checkpoint");
+  train_steps(accelerator, model, optimizer, kSaveAt, kSteps);
+  accelerator.save_model(model, directory + "/final");
+  expect(resident_bytes(model->parameters()) == 0, "saving left units whole");
+}
+
+void checkpoint_resume(const std::string& type_name, const std::string& directory) {
+  auto accelerator = full_shard_accelerator(acc::parse_state_dict_type(type_name, "worker argument"));
+  torch::manual_seed(4);  // other weights: the checkpoint must replace them
+  TinyLm model(false, false);
+  acc::Optimizer<torch::optim::AdamW> optimizer(model->parameters(), torch::optim::AdamWOptions(1e-3));
+  accelerator.prepare(model, optimizer);
+  accelerator.load_state(directory + "/checkpoint");
+  train_steps(accelerator, model, optimizer, kSaveAt, kSteps);
+  expect(resident_bytes(model->parameters()) == 0, "units stayed whole after the resumed steps");
+  TinyLm expected(false, false);
+  acc::load_checkpoint_in_model(*expected, directory + "/final/model.safetensors", /*strict=*/true);
+  auto whole = accelerator.summon_full_params(model, /*writeback=*/false);
+  const double diff = max_abs_diff(snapshot(*model), snapshot(*expected));
+  expect(diff <= 1e-5, type_name + " resumed on " + std::to_string(accelerator.num_processes()) +
+                           " ranks differs from the uninterrupted run by " + std::to_string(diff));
+  std::cout << "ok " << type_name << " resumed: " << diff << std::endl;
 }
 
 // A released unit used outside its seam is torch's error, not garbage or a crash.
@@ -368,10 +432,15 @@ int main(int argc, char** argv) {
       transformer(args[1]);
     } else if (args.size() == 2 && args[0] == "sequential") {
       sequential(args[1]);
+    } else if (args.size() == 3 && args[0] == "checkpoint_save") {
+      checkpoint_save(args[1], args[2]);
+    } else if (args.size() == 3 && args[0] == "checkpoint_resume") {
+      checkpoint_resume(args[1], args[2]);
     } else if (args.size() == 1 && args[0] == "unseamed_use") {
       unseamed_use();
     } else {
-      fail("usage: acc_fsdp_full_shard_worker transformer|sequential STRATEGY | unseamed_use");
+      fail("usage: acc_fsdp_full_shard_worker transformer|sequential STRATEGY | checkpoint_save|checkpoint_resume "
+           "STATE_DICT_TYPE DIR | unseamed_use");
     }
   } catch (const std::exception& e) {
     fail(std::string("exception: ") + e.what());

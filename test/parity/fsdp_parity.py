@@ -1,6 +1,6 @@
 """FSDP parity with Python, computed in this run: the same model (same initial weights), the same data,
-Adam, 10 steps, batch 4 per process, unshuffled, SHARD_GRAD_OP on 2 CPU processes (Gloo, loopback), trained
-by torch's FullyShardedDataParallel and by acc (both under torchrun). Every rank's per-step losses and the
+Adam, 10 steps, batch 4 per process, unshuffled, SHARD_GRAD_OP or FULL_SHARD (--strategy) on 2 CPU processes
+(Gloo, loopback), trained by torch's FullyShardedDataParallel and by acc (both under torchrun). Every rank's per-step losses and the
 final weights must agree within 1e-5 relative; each side must have held Adam state for at most its shard.
 
 The Python side is torch FSDP itself, not Accelerate: Accelerate 1.15 turns FSDP on only for GPU-like
@@ -8,13 +8,15 @@ devices, so on CPU it silently trains DDP (distributed_type MULTI_CPU, model Dis
 with ACCELERATE_USE_FSDP=true or an explicit FullyShardedDataParallelPlugin. FSDP is wrapped as
 Accelerate's FSDP1 path would wrap it on a GPU with its defaults (whole model one unit,
 use_orig_params=False, sync_module_states=False). acc's side gets FSDP from the environment Accelerate's launcher exports
-(ACCELERATE_USE_FSDP=true, FSDP_SHARDING_STRATEGY=SHARD_GRAD_OP).
+(ACCELERATE_USE_FSDP=true, FSDP_SHARDING_STRATEGY=the strategy). Under FULL_SHARD the whole model is one
+unit on both sides (NO_WRAP, Accelerate's default); acc's model runs the forward seam, so its parameters are
+released between steps as torch's are.
 
 The model has 7 parameter tensors, two of one element (a bias and a gain), 111 elements in all, so
 both sides pad their flat buffer to 112 and one rank's shard ends in padding.
 
-usage: fsdp_parity.py ACC_FSDP_PARITY_BINARY    (the test)
-       fsdp_parity.py --torch-worker DIR        (one rank of the torch FSDP side)
+usage: fsdp_parity.py ACC_FSDP_PARITY_BINARY [--strategy SHARD_GRAD_OP|FULL_SHARD]   (the test)
+       fsdp_parity.py --torch-worker DIR STRATEGY                                (one rank of the torch FSDP side)
 """
 import math
 import os
@@ -66,7 +68,7 @@ def write_inputs(directory):
     return sum(w.size for w in weights)
 
 
-def torch_worker(directory):
+def torch_worker(directory, strategy):
     import torch
     import torch.distributed as dist
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
@@ -81,7 +83,7 @@ def torch_worker(directory):
         for parameter in net.parameters():
             parameter.copy_(torch.from_numpy(flat[offset:offset + parameter.numel()]).view(parameter.shape))
             offset += parameter.numel()
-    model = FSDP(net, sharding_strategy=ShardingStrategy.SHARD_GRAD_OP, device_id=torch.device("cpu"),
+    model = FSDP(net, sharding_strategy=ShardingStrategy[strategy], device_id=torch.device("cpu"),
                  use_orig_params=False)  # sync_module_states=True needs GPU tensors; every rank read init.bin
     optimizer = torch.optim.Adam(model.parameters(), lr=LR)
     data = np.fromfile(os.path.join(directory, "data.bin"), dtype=np.float32)
@@ -105,10 +107,12 @@ def torch_worker(directory):
         if rank == 0:
             weights = torch.cat([p.detach().reshape(-1) for p in net.parameters()])
             weights.numpy().astype(np.float32).tofile(os.path.join(directory, "torch_weights.bin"))
-    # Tear Gloo down only once every rank is done: a rank that destroys its group while its peer
-    # still works in it sometimes aborts ("terminate called without an active exception").
+    # Tearing Gloo down sometimes aborts the process ("terminate called without an active exception"),
+    # after a barrier too, more often under FULL_SHARD: once every rank has written its files, leave
+    # without tearing anything down (the reference's teardown is not what this test checks).
     dist.barrier()
-    dist.destroy_process_group()
+    sys.stdout.flush()
+    os._exit(0)
 
 
 def free_port():
@@ -133,7 +137,7 @@ def run(command, env):
         sys.exit(1)
 
 
-def main(acc_binary):
+def main(acc_binary, strategy):
     env = dict(os.environ, OMP_NUM_THREADS="1")
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(name, None)
@@ -144,8 +148,8 @@ def main(acc_binary):
         torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(WORLD),
                     "--master_addr", "127.0.0.1"]
         run(torchrun + ["--master_port", str(free_port()), os.path.abspath(__file__), "--torch-worker",
-                        directory], env)
-        acc_env = dict(env, ACCELERATE_USE_FSDP="true", FSDP_SHARDING_STRATEGY="SHARD_GRAD_OP")
+                        directory, strategy], env)
+        acc_env = dict(env, ACCELERATE_USE_FSDP="true", FSDP_SHARDING_STRATEGY=strategy)
         run(torchrun + ["--master_port", str(free_port()), "--no-python", acc_binary, directory, str(BATCH)],
             acc_env)
 
@@ -157,7 +161,7 @@ def main(acc_binary):
 
         ok = True
         for rank in range(WORLD):
-            ok &= close(f"per-step losses rank {rank}, acc vs torch FSDP", read(f"acc_losses_{rank}.txt"),
+            ok &= close(f"per-step losses rank {rank}, acc vs torch FSDP {strategy}", read(f"acc_losses_{rank}.txt"),
                         read(f"torch_losses_{rank}.txt"))
         ok &= close("final weights, acc vs torch FSDP", weights("acc"), weights("torch"))
         initial = np.fromfile(os.path.join(directory, "init.bin"), dtype=np.float32)
@@ -174,7 +178,11 @@ def main(acc_binary):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--torch-worker":
-        torch_worker(sys.argv[2])
+    if len(sys.argv) == 4 and sys.argv[1] == "--torch-worker":
+        torch_worker(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) == 2:
+        sys.exit(main(sys.argv[1], "SHARD_GRAD_OP"))
+    elif len(sys.argv) == 4 and sys.argv[2] == "--strategy" and sys.argv[3] in ("SHARD_GRAD_OP", "FULL_SHARD"):
+        sys.exit(main(sys.argv[1], sys.argv[3]))
     else:
-        sys.exit(main(sys.argv[1]))
+        sys.exit(__doc__)

@@ -51,6 +51,10 @@ struct FullyShardedDataParallelPlugin {
   /// FULL_SHARD: release a unit's parameters after its forward (true, torch's) or keep them until
   /// its backward (env FSDP_RESHARD_AFTER_FORWARD).
   TORCH_ARG(std::optional<bool>, reshard_after_forward);
+  /// FULL_SHARD units a Sequential calls run under acc::checkpoint (activations recomputed in
+  /// backward; env FSDP_ACTIVATION_CHECKPOINTING; default false). Units your own code calls:
+  /// wrap the call in acc::checkpoint.
+  TORCH_ARG(std::optional<bool>, activation_checkpointing);
   /// env FSDP_STATE_DICT_TYPE; default FULL_STATE_DICT.
   TORCH_ARG(std::optional<StateDictType>, state_dict_type);
   /// Optimizer state and master shards on CPU (env FSDP_OFFLOAD_PARAMS; default false). On CPU
@@ -71,6 +75,7 @@ struct ResolvedFsdpPlugin {
   std::vector<std::string> transformer_cls_names_to_wrap;
   int64_t min_num_params = 100000000;
   bool reshard_after_forward = true;
+  bool activation_checkpointing = false;
   StateDictType state_dict_type = StateDictType::FULL_STATE_DICT;
   bool offload_params = false;
   bool sync_module_states = true;

@@ -156,6 +156,11 @@ ResolvedFsdpPlugin resolve_fsdp_plugin(const FullyShardedDataParallelPlugin& plu
   } else if (auto v = env(env::kFsdpReshardAfterForward)) {
     out.reshard_after_forward = parse_env_bool(env::kFsdpReshardAfterForward, *v);
   }
+  if (plugin.activation_checkpointing()) {
+    out.activation_checkpointing = *plugin.activation_checkpointing();
+  } else if (auto v = env(env::kFsdpActivationCheckpointing)) {
+    out.activation_checkpointing = parse_env_bool(env::kFsdpActivationCheckpointing, *v);
+  }
   if (plugin.bucket_cap_mb() <= 0) {
     throw ConfigError("acc: FullyShardedDataParallelPlugin bucket_cap_mb(" +
                       std::to_string(plugin.bucket_cap_mb()) + ") must be positive");

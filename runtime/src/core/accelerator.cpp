@@ -30,7 +30,7 @@ struct Accelerator::PreparedModel {
 };
 
 namespace {
-void reject_unimplemented(const ResolvedOptions& resolved) {
+void check_supported(const ResolvedOptions& resolved) {
   if (resolved.use_fsdp) check_fsdp_supported(resolved.fsdp);
 }
 
@@ -44,7 +44,7 @@ Accelerator::Accelerator(AcceleratorOptions options)
       resolved_(resolve_options(options_)),
       state_(options_),
       gradient_state_(std::make_shared<detail::GradientState>()) {
-  reject_unimplemented(resolved_);
+  check_supported(resolved_);
   configure_mixed_precision();
   configure_fsdp();
   gradient_state_->num_steps = resolved_.gradient_accumulation_steps;
@@ -319,6 +319,8 @@ bool Accelerator::check_trigger() {
 
 void Accelerator::end_training() {
   trackers_->finish();
+  // FULL_SHARD: the models leave whole, usable without the process group.
+  if (fsdp_) fsdp_->gather_all();
   state_.wait_for_everyone();
   models_.clear();  // reducers hold the process group
   state_dict_layout_.reset();  // it points into the FSDP engine

@@ -3,14 +3,20 @@
 #include <c10/core/GradMode.h>
 #include <torch/nn/modules/container/sequential.h>
 
+#include <set>
+#include <string>
 #include <unordered_map>
+#include <unordered_set>
+
+#include <acc/warnings.h>
 
 #include "fsdp/sharded_reducer.h"
+#include "hooks/hook_registry.h"
 
 namespace acc::detail {
 
 FullShardUnits::FullShardUnits(torch::nn::Module& model, ShardedReducer& reducer, std::vector<UnitModule> units,
-                               bool reshard_after_forward)
+                               bool reshard_after_forward, bool activation_checkpointing)
     : reducer_(reducer),
       units_(std::move(units)),
       flats_(units_.size()),
@@ -30,8 +36,30 @@ FullShardUnits::FullShardUnits(torch::nn::Module& model, ShardedReducer& reducer
     handles_.push_back(register_backward_pre_hook(module, [this, u](torch::nn::Module&) { gather(u); }));
   }
   // Units a Sequential calls need no line in their forward.
+  std::unordered_set<const torch::nn::Module*> sequential_children;
   for (const auto& item : model.named_modules("", /*include_self=*/true)) {
-    if (auto* sequential = item.value()->as<torch::nn::Sequential>()) hook_sequential(*sequential);
+    if (auto* sequential = item.value()->as<torch::nn::Sequential>()) {
+      hook_sequential(*sequential);
+      for (const auto& child : sequential->children()) sequential_children.insert(child.get());
+    }
+  }
+  if (activation_checkpointing) {
+    std::set<std::string> unreached;
+    for (size_t u = 0; u < units_.size(); ++u) {
+      if (units_[u].path.empty()) continue;  // the root: its caller is the training loop
+      if (sequential_children.count(units_[u].module) != 0) {
+        set_checkpointed(*units_[u].module, true);
+      } else {
+        unreached.insert(units_[u].module->name());
+      }
+    }
+    if (!unreached.empty()) {
+      std::string names;
+      for (const auto& name : unreached) names += (names.empty() ? "" : ", ") + name;
+      warn("acc: note: FSDP activation checkpointing recomputes the units a Sequential calls; " + names +
+           " units are called by your code: wrap those calls in acc::checkpoint(...) to checkpoint them "
+           "(docs/hooks.md)");
+    }
   }
   std::vector<size_t> unit_of_flat(reducer_.units().size());
   for (size_t u = 0; u < units_.size(); ++u) {
@@ -45,6 +73,7 @@ FullShardUnits::FullShardUnits(torch::nn::Module& model, ShardedReducer& reducer
 
 FullShardUnits::~FullShardUnits() {
   reducer_.set_on_unit_backward_done(nullptr);
+  for (const auto& unit : units_) set_checkpointed(*unit.module, false);
   for (auto& handle : handles_) handle.remove();
 }
 

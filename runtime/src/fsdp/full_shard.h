@@ -22,8 +22,10 @@ class FullShardUnits {
   /// `units` as select_units returned them; the reducer's flat units were built from the same
   /// groups, in the same order. The root unit (the model itself) is not released after a forward
   /// that built a graph (its backward starts at once), as in torch.
+  /// `activation_checkpointing`: units a Sequential calls run under acc::checkpoint; the others
+  /// are named in a note (their callers are the user's code).
   FullShardUnits(torch::nn::Module& model, ShardedReducer& reducer, std::vector<UnitModule> units,
-                 bool reshard_after_forward);
+                 bool reshard_after_forward, bool activation_checkpointing);
   ~FullShardUnits();
   FullShardUnits(const FullShardUnits&) = delete;
   FullShardUnits& operator=(const FullShardUnits&) = delete;

@@ -1,6 +1,7 @@
 #include "fsdp/sharded_engine.h"
 
 #include <acc/errors.h>
+#include <acc/warnings.h>
 
 #include "comm/process_group.h"
 #include "fsdp/full_shard.h"
@@ -24,6 +25,10 @@ ShardedEngine::ShardedEngine(ProcessGroup& world, const ResolvedFsdpPlugin& plug
     : world_(world), plugin_(plugin), shard_group_(&world), offload_(offload) {
   const int id = next_engine_id();
   const auto strategy = plugin.sharding_strategy;
+  if (plugin.activation_checkpointing && !shards_parameters()) {
+    warn("acc: note: FSDP activation checkpointing applies to FULL_SHARD/HYBRID_SHARD units; under " +
+         to_string(strategy) + " wrap the pieces to recompute in acc::checkpoint(...) (docs/hooks.md)");
+  }
   if (strategy != ShardingStrategy::HYBRID_SHARD_ZERO2 && strategy != ShardingStrategy::HYBRID_SHARD) return;
   const int world_size = world.size();
   if (local_world_size < 1 || world_size % local_world_size != 0) {
@@ -71,10 +76,16 @@ GradientSync* ShardedEngine::prepare_model(torch::nn::Module& model) {
                                                        std::move(options)));
   full_shard_.push_back(shards_parameters() ? std::make_unique<FullShardUnits>(
                                                   model, *reducers_.back(), std::move(units),
-                                                  plugin_.reshard_after_forward)
+                                                  plugin_.reshard_after_forward, plugin_.activation_checkpointing)
                                             : nullptr);
   models_.push_back(&model);
   return reducers_.back().get();
+}
+
+void ShardedEngine::gather_all() {
+  for (auto& reducer : reducers_) {
+    for (size_t u = 0; u < reducer->units().size(); ++u) reducer->gather(u);
+  }
 }
 
 FullParametersGuard ShardedEngine::full_parameters(const torch::nn::Module& model, bool writeback) {
@@ -86,7 +97,9 @@ FullParametersGuard ShardedEngine::full_parameters(const torch::nn::Module& mode
     reducer->gather(u);
     gathered.push_back(u);
   }
-  return FullParametersGuard([reducer, gathered, writeback] {
+  std::weak_ptr<int> alive = alive_;
+  return FullParametersGuard([reducer, gathered, writeback, alive] {
+    if (alive.expired()) return;
     if (writeback) reducer->parameters_changed();
     for (size_t u : gathered) reducer->release(u);
   });

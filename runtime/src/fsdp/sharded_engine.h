@@ -34,8 +34,11 @@ class ShardedEngine {
   /// weights were made equal on every rank); FULL_SHARD also hooks the units' forwards.
   GradientSync* prepare_model(torch::nn::Module& model);
   /// Gathers every released unit of a prepared model until the guard ends (then writes changes
-  /// back to the shards when `writeback`, and releases them again). Collective.
+  /// back to the shards when `writeback`, and releases them again). Collective. A guard that
+  /// outlives the engine does nothing at its end.
   FullParametersGuard full_parameters(const torch::nn::Module& model, bool writeback);
+  /// Gathers every released unit of every model for good (end_training). Collective.
+  void gather_all();
   /// Whether parameters are released between uses (FULL_SHARD, HYBRID_SHARD).
   bool shards_parameters() const;
   /// Shards the optimizer's parameter groups; the returned controller wraps `inner`.
@@ -62,6 +65,8 @@ class ShardedEngine {
   bool offload_;
   std::vector<std::unique_ptr<ShardedReducer>> reducers_;
   std::vector<std::unique_ptr<FullShardUnits>> full_shard_;  // per model; null unless FULL_SHARD
+  // Expires with the engine: a FullParametersGuard that outlives it (end_training) does nothing.
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
   std::vector<const torch::nn::Module*> models_;  // reducers_[i] is models_[i]'s
   std::vector<std::pair<const torch::optim::Optimizer*, OptimizerLayout>> optimizers_;
 };
