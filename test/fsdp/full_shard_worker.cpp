@@ -82,12 +82,15 @@ TORCH_MODULE(TinyLm);
 
 struct Options {
   bool tied = false, twice = false, accumulate = false, clip = false, eval = false, bf16 = false, checkpoint = false;
+  acc::BackwardPrefetch prefetch = acc::BackwardPrefetch::BACKWARD_PRE;  // torch's default
+  bool forward_prefetch = false;
   std::string name() const {
     std::string out = tied ? "tied" : "untied";
     for (auto [on, what] : {std::pair{twice, "twice"}, {accumulate, "accumulate"}, {clip, "clip"}, {eval, "eval"},
-                            {bf16, "bf16"}, {checkpoint, "checkpoint"}}) {
+                            {bf16, "bf16"}, {checkpoint, "checkpoint"}, {forward_prefetch, "forward_prefetch"}}) {
       if (on) out += std::string("+") + what;
     }
+    if (prefetch != acc::BackwardPrefetch::BACKWARD_PRE) out += "+" + acc::to_string(prefetch);
     return out;
   }
 };
@@ -145,7 +148,9 @@ Run train(std::optional<acc::ShardingStrategy> strategy, const Options& o) {
     options.fsdp_plugin(acc::FullyShardedDataParallelPlugin()
                             .sharding_strategy(*strategy)
                             .auto_wrap_policy(acc::AutoWrapPolicy::TRANSFORMER_BASED_WRAP)
-                            .transformer_cls_names_to_wrap(std::vector<std::string>{"Block"}));
+                            .transformer_cls_names_to_wrap(std::vector<std::string>{"Block"})
+                            .backward_prefetch(o.prefetch)
+                            .forward_prefetch(o.forward_prefetch));
   }
   acc::Accelerator accelerator(options);
   const int rank = accelerator.process_index(), world = accelerator.num_processes();
@@ -216,11 +221,15 @@ Run train(std::optional<acc::ShardingStrategy> strategy, const Options& o) {
     }
   }
   if (sharded && shards > 1) {
-    // No prefetch: at most the root and one block are whole while a block runs.
+    // While a block runs the root and that block are whole, and with prefetch the next block too.
+    const bool prefetching = o.prefetch != acc::BackwardPrefetch::NO_PREFETCH || o.forward_prefetch;
+    const int64_t limit = root_bytes + (prefetching ? 2 : 1) * block_bytes;
     expect(samples >= 2 * kBlocks, "the probes ran " + std::to_string(samples) + " times");
-    expect(peak <= root_bytes + block_bytes,
-           o.name() + ": " + std::to_string(peak) + " bytes were whole at once; root + one block is " +
-               std::to_string(root_bytes + block_bytes));
+    expect(peak <= limit, o.name() + ": " + std::to_string(peak) + " bytes were whole at once; the root and " +
+                              (prefetching ? "two blocks" : "one block") + " are " + std::to_string(limit));
+    if (prefetching) {
+      expect(peak > root_bytes + block_bytes, o.name() + ": no block was whole ahead of its use (prefetch)");
+    }
     std::cout << "memory " << o.name() << ": peak whole " << peak << " of " << model_bytes << " bytes" << std::endl;
   }
   for (auto& probe : probes) probe.remove();
@@ -250,6 +259,8 @@ void transformer(const std::string& strategy_name) {
   const int world = std::atoi(std::getenv("WORLD_SIZE"));
   std::vector<Options> cases;
   cases.push_back({});
+  cases.push_back({.prefetch = acc::BackwardPrefetch::NO_PREFETCH});
+  cases.push_back({.prefetch = acc::BackwardPrefetch::BACKWARD_POST, .forward_prefetch = true});
   cases.push_back({.tied = true, .twice = true, .eval = true});
   cases.push_back({.accumulate = true});
   cases.push_back({.clip = true});

@@ -24,17 +24,24 @@ enum class ShardingStrategy { FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD,
 /// torch's StateDictType (how checkpoints of a sharded model are laid out).
 enum class StateDictType { FULL_STATE_DICT, LOCAL_STATE_DICT, SHARDED_STATE_DICT };
 
+/// When FULL_SHARD gathers the next unit of backward ahead of its use (torch's BackwardPrefetch):
+/// when the current unit's backward starts (BACKWARD_PRE, torch's default), once its gradients are
+/// done (BACKWARD_POST), or not at all.
+enum class BackwardPrefetch { BACKWARD_PRE, BACKWARD_POST, NO_PREFETCH };
+
 /// Which modules become FULL_SHARD units (gathered and released as one); Accelerate's names.
 enum class AutoWrapPolicy { TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP, NO_WRAP };
 
 std::string to_string(ShardingStrategy value);
 std::string to_string(StateDictType value);
 std::string to_string(AutoWrapPolicy value);
+std::string to_string(BackwardPrefetch value);
 /// Parses a strategy name (case-insensitive) or Accelerate's legacy number 1..5; `source` names
 /// where the text came from (an environment variable, an argument).
 ShardingStrategy parse_sharding_strategy(const std::string& text, const std::string& source);
 StateDictType parse_state_dict_type(const std::string& text, const std::string& source);
 AutoWrapPolicy parse_auto_wrap_policy(const std::string& text, const std::string& source);
+BackwardPrefetch parse_backward_prefetch(const std::string& text, const std::string& source);
 
 struct FullyShardedDataParallelPlugin {
   /// env FSDP_SHARDING_STRATEGY; default FULL_SHARD (Accelerate's).
@@ -55,6 +62,12 @@ struct FullyShardedDataParallelPlugin {
   /// backward; env FSDP_ACTIVATION_CHECKPOINTING; default false). Units your own code calls:
   /// wrap the call in acc::checkpoint.
   TORCH_ARG(std::optional<bool>, activation_checkpointing);
+  /// FULL_SHARD: gather the next unit of backward while the current one computes (env
+  /// FSDP_BACKWARD_PREFETCH; default BACKWARD_PRE). At most one unit more is whole at a time.
+  TORCH_ARG(std::optional<BackwardPrefetch>, backward_prefetch);
+  /// FULL_SHARD: gather the next unit of forward (in the previous step's order) while the current
+  /// one computes (env FSDP_FORWARD_PREFETCH; default false).
+  TORCH_ARG(std::optional<bool>, forward_prefetch);
   /// env FSDP_STATE_DICT_TYPE; default FULL_STATE_DICT.
   TORCH_ARG(std::optional<StateDictType>, state_dict_type);
   /// Optimizer state and master shards on CPU (env FSDP_OFFLOAD_PARAMS; default false). On CPU
@@ -76,6 +89,8 @@ struct ResolvedFsdpPlugin {
   int64_t min_num_params = 100000000;
   bool reshard_after_forward = true;
   bool activation_checkpointing = false;
+  BackwardPrefetch backward_prefetch = BackwardPrefetch::BACKWARD_PRE;
+  bool forward_prefetch = false;
   StateDictType state_dict_type = StateDictType::FULL_STATE_DICT;
   bool offload_params = false;
   bool sync_module_states = true;

@@ -82,6 +82,24 @@ AutoWrapPolicy parse_auto_wrap_policy(const std::string& text, const std::string
                     "); expected one of TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP, NO_WRAP");
 }
 
+std::string to_string(BackwardPrefetch value) {
+  switch (value) {
+    case BackwardPrefetch::BACKWARD_PRE: return "BACKWARD_PRE";
+    case BackwardPrefetch::BACKWARD_POST: return "BACKWARD_POST";
+    case BackwardPrefetch::NO_PREFETCH: return "NO_PREFETCH";
+  }
+  return "?";
+}
+
+BackwardPrefetch parse_backward_prefetch(const std::string& text, const std::string& source) {
+  const auto value = upper(text);
+  for (auto prefetch : {BackwardPrefetch::BACKWARD_PRE, BackwardPrefetch::BACKWARD_POST, BackwardPrefetch::NO_PREFETCH}) {
+    if (value == to_string(prefetch)) return prefetch;
+  }
+  throw ConfigError("acc: unknown FSDP backward prefetch '" + text + "' (" + source +
+                    "); expected one of BACKWARD_PRE, BACKWARD_POST, NO_PREFETCH");
+}
+
 ShardingStrategy parse_sharding_strategy(const std::string& text, const std::string& source) {
   const auto value = upper(text);
   // Configs written by older Accelerate versions store the strategy as its enum number.
@@ -160,6 +178,16 @@ ResolvedFsdpPlugin resolve_fsdp_plugin(const FullyShardedDataParallelPlugin& plu
     out.activation_checkpointing = *plugin.activation_checkpointing();
   } else if (auto v = env(env::kFsdpActivationCheckpointing)) {
     out.activation_checkpointing = parse_env_bool(env::kFsdpActivationCheckpointing, *v);
+  }
+  if (plugin.backward_prefetch()) {
+    out.backward_prefetch = *plugin.backward_prefetch();
+  } else if (auto v = env(env::kFsdpBackwardPrefetch)) {
+    out.backward_prefetch = parse_backward_prefetch(*v, env::kFsdpBackwardPrefetch);
+  }
+  if (plugin.forward_prefetch()) {
+    out.forward_prefetch = *plugin.forward_prefetch();
+  } else if (auto v = env(env::kFsdpForwardPrefetch)) {
+    out.forward_prefetch = parse_env_bool(env::kFsdpForwardPrefetch, *v);
   }
   if (plugin.bucket_cap_mb() <= 0) {
     throw ConfigError("acc: FullyShardedDataParallelPlugin bucket_cap_mb(" +

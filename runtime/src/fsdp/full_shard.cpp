@@ -15,13 +15,21 @@
 
 namespace acc::detail {
 
+namespace {
+constexpr size_t kNone = static_cast<size_t>(-1);
+}  // namespace
+
 FullShardUnits::FullShardUnits(torch::nn::Module& model, ShardedReducer& reducer, std::vector<UnitModule> units,
-                               bool reshard_after_forward, bool activation_checkpointing)
+                               const ResolvedFsdpPlugin& plugin)
     : reducer_(reducer),
       units_(std::move(units)),
       flats_(units_.size()),
       seen_(units_.size(), false),
-      reshard_after_forward_(reshard_after_forward) {
+      reshard_after_forward_(plugin.reshard_after_forward),
+      backward_prefetch_(plugin.backward_prefetch),
+      forward_prefetch_(plugin.forward_prefetch),
+      next_in_backward_(units_.size(), kNone) {
+  const bool activation_checkpointing = plugin.activation_checkpointing;
   std::unordered_map<size_t, size_t> unit_of_param;
   for (size_t u = 0; u < units_.size(); ++u) {
     for (size_t p : units_[u].params) unit_of_param[p] = u;
@@ -33,7 +41,7 @@ FullShardUnits::FullShardUnits(torch::nn::Module& model, ShardedReducer& reducer
     auto& module = *units_[u].module;
     handles_.push_back(register_forward_pre_hook(module, [this, u](torch::nn::Module&) { before_forward(u); }));
     handles_.push_back(register_forward_hook(module, [this, u](torch::nn::Module&) { after_forward(u); }));
-    handles_.push_back(register_backward_pre_hook(module, [this, u](torch::nn::Module&) { gather(u); }));
+    handles_.push_back(register_backward_pre_hook(module, [this, u](torch::nn::Module&) { before_backward(u); }));
   }
   // Units a Sequential calls need no line in their forward.
   std::unordered_set<const torch::nn::Module*> sequential_children;
@@ -67,7 +75,10 @@ FullShardUnits::FullShardUnits(torch::nn::Module& model, ShardedReducer& reducer
   }
   // Backward produced every gradient of the flat unit: its parameters are not needed any more.
   reducer_.set_on_unit_backward_done([this, unit_of_flat](size_t flat) {
-    if (seen_[unit_of_flat[flat]]) reducer_.release(flat);
+    const size_t unit = unit_of_flat[flat];
+    if (!seen_[unit]) return;
+    reducer_.release(flat);
+    if (flat == flats_[unit].back()) after_unit_gradients(unit);
   });
 }
 
@@ -84,12 +95,58 @@ void FullShardUnits::before_forward(size_t unit) {
     for (size_t f : flats_[unit]) reducer_.set_whole_at_rest(f, false);
   }
   gather(unit);
+  // Eval (no backward follows) and recomputations inside backward are not this step's order.
+  if (!c10::GradMode::is_enabled() || recomputing_checkpoint()) return;
+  if (backward_started_) {  // the first training forward of a new step
+    previous_starts_ = std::move(starts_);
+    starts_.clear();
+    ends_.clear();
+    backward_started_ = false;
+  }
+  starts_.push_back(unit);
+  // The previous step called the same units in the same order up to here: the next one is known.
+  const size_t at = starts_.size() - 1;
+  if (forward_prefetch_ && at + 1 < previous_starts_.size() && previous_starts_[at] == unit) {
+    prefetch(previous_starts_[at + 1]);
+  }
+}
+
+void FullShardUnits::before_backward(size_t unit) {
+  if (!backward_started_) {
+    backward_started_ = true;
+    cursor_ = ends_.size();
+  }
+  // Backward runs the forward calls in reverse order of their ends; find this call's.
+  size_t at = cursor_;
+  while (at > 0 && ends_[at - 1] != unit) --at;
+  gather(unit);
+  if (at == 0) return;  // a call this step's forward did not record (a recomputation)
+  cursor_ = at - 1;
+  const size_t next = at >= 2 ? ends_[at - 2] : kNone;
+  if (backward_prefetch_ == BackwardPrefetch::BACKWARD_PRE) {
+    if (next != kNone) prefetch(next);
+  } else if (backward_prefetch_ == BackwardPrefetch::BACKWARD_POST) {
+    next_in_backward_[unit] = next;
+  }
+}
+
+void FullShardUnits::after_unit_gradients(size_t unit) {
+  const size_t next = next_in_backward_[unit];
+  next_in_backward_[unit] = kNone;
+  if (next != kNone) prefetch(next);
+}
+
+void FullShardUnits::prefetch(size_t unit) {
+  if (!seen_[unit]) return;
+  for (size_t f : flats_[unit]) reducer_.prefetch(f);
 }
 
 void FullShardUnits::after_forward(size_t unit) {
   // The root's backward starts right after its forward, so it stays whole for it (as in torch);
   // without a graph (eval under NoGradGuard) no backward follows.
+  if (recomputing_checkpoint()) return;  // its backward runs right after: stay whole for it
   const bool root = unit + 1 == units_.size() && units_[unit].path.empty();
+  if (c10::GradMode::is_enabled() && !backward_started_) ends_.push_back(unit);
   if (reshard_after_forward_ && (!root || !c10::GradMode::is_enabled())) release(unit);
 }
 

@@ -11,6 +11,8 @@
 
 #include <acc/hooks.h>
 
+#include <acc/fsdp.h>
+
 #include "fsdp/wrap_policy.h"
 
 namespace acc::detail {
@@ -25,7 +27,7 @@ class FullShardUnits {
   /// `activation_checkpointing`: units a Sequential calls run under acc::checkpoint; the others
   /// are named in a note (their callers are the user's code).
   FullShardUnits(torch::nn::Module& model, ShardedReducer& reducer, std::vector<UnitModule> units,
-                 bool reshard_after_forward, bool activation_checkpointing);
+                 const ResolvedFsdpPlugin& plugin);
   ~FullShardUnits();
   FullShardUnits(const FullShardUnits&) = delete;
   FullShardUnits& operator=(const FullShardUnits&) = delete;
@@ -37,6 +39,9 @@ class FullShardUnits {
  private:
   void before_forward(size_t unit);
   void after_forward(size_t unit);
+  void before_backward(size_t unit);
+  void after_unit_gradients(size_t unit);
+  void prefetch(size_t unit);
   void gather(size_t unit);
   void release(size_t unit);
 
@@ -45,7 +50,16 @@ class FullShardUnits {
   std::vector<std::vector<size_t>> flats_;  // per unit: the reducer's flat units
   std::vector<bool> seen_;
   bool reshard_after_forward_;
+  BackwardPrefetch backward_prefetch_;
+  bool forward_prefetch_;
   std::vector<HookHandle> handles_;
+  // The order of this step's training forward calls, by start (forward prefetch uses the previous
+  // step's) and by end (backward runs them in reverse). Every rank runs the same program, so every
+  // rank prefetches the same units in the same order, as collectives require.
+  std::vector<size_t> starts_, previous_starts_, ends_;
+  bool backward_started_ = false;
+  size_t cursor_ = 0;                     // backward's position in ends_
+  std::vector<size_t> next_in_backward_;  // per unit: the unit to prefetch after it (BACKWARD_POST)
 };
 
 }  // namespace acc::detail

@@ -75,8 +75,7 @@ GradientSync* ShardedEngine::prepare_model(torch::nn::Module& model) {
                                                        replica_group_.get(), world_.size(),
                                                        std::move(options)));
   full_shard_.push_back(shards_parameters() ? std::make_unique<FullShardUnits>(
-                                                  model, *reducers_.back(), std::move(units),
-                                                  plugin_.reshard_after_forward, plugin_.activation_checkpointing)
+                                                  model, *reducers_.back(), std::move(units), plugin_)
                                             : nullptr);
   models_.push_back(&model);
   return reducers_.back().get();

@@ -41,6 +41,7 @@ ShardedReducer::ShardedReducer(std::vector<NamedTensor> parameters, ProcessGroup
   pieces_.resize(params_.size());
   masters_.resize(units_.size());
   gathered_.assign(units_.size(), true);
+  prefetches_.resize(units_.size());
   whole_at_rest_.assign(units_.size(), true);
   members_done_.assign(units_.size(), 0);
   member_seen_.assign(params_.size(), false);
@@ -308,11 +309,17 @@ void ShardedReducer::all_gather_parameters() {
 
 void ShardedReducer::launch_parameter_gather(size_t u) {
   c10::NoGradGuard no_grad;
-  auto& unit = units_[u];
   if (shard_at_rest_ && !whole_at_rest_[u]) {
     release(u);
     return;
   }
+  wait_prefetch(u);
+  allocate_and_launch_gather(u);
+}
+
+void ShardedReducer::allocate_and_launch_gather(size_t u) {
+  c10::NoGradGuard no_grad;
+  auto& unit = units_[u];
   if (!gathered_[u]) {
     // The released storage comes back: same StorageImpl, so every parameter view sees it.
     auto* storage = unit.flat.storage().unsafeGetStorageImpl();
@@ -325,8 +332,25 @@ void ShardedReducer::launch_parameter_gather(size_t u) {
   gathers_.push_back({u, shard_group_.all_gather_flat(unit.flat)});
 }
 
+void ShardedReducer::prefetch(size_t u) {
+  if (gathered_[u]) return;  // whole, or already on its way
+  allocate_and_launch_gather(u);
+  prefetches_[u] = std::move(gathers_.back().work);
+  gathers_.pop_back();
+}
+
+void ShardedReducer::wait_prefetch(size_t u) {
+  if (!prefetches_[u]) return;
+  auto work = std::move(prefetches_[u]);
+  prefetches_[u].reset();
+  shard_group_.wait(work, "FSDP parameter prefetch (unit " + std::to_string(u + 1) + " of " +
+                              std::to_string(units_.size()) + ")",
+                    shard_group_.timeout_for(units_[u].flat));
+}
+
 void ShardedReducer::release(size_t u) {
   if (!shard_at_rest_ || !gathered_[u]) return;
+  wait_prefetch(u);  // never free storage an all-gather still writes
   auto* storage = units_[u].flat.storage().unsafeGetStorageImpl();
   storage->set_data_ptr_noswap(at::DataPtr(nullptr, units_[u].flat.device()));
   storage->set_nbytes(0);
@@ -334,6 +358,7 @@ void ShardedReducer::release(size_t u) {
 }
 
 void ShardedReducer::gather(size_t u) {
+  wait_prefetch(u);
   if (gathered_[u]) return;
   const bool whole = whole_at_rest_[u];
   whole_at_rest_[u] = true;  // launch_parameter_gather gathers, whatever happens after a step

@@ -78,8 +78,10 @@ class ShardedReducer : public GradientSync {
   /// Frees the unit's full parameters; its shard stays (no collective).
   void release(size_t unit);
   /// Makes the unit's parameters full (collective: every rank gathers the same units in the same
-  /// order); nothing to do when they are.
+  /// order); nothing to do when they are; waits for a prefetch of it.
   void gather(size_t unit);
+  /// Starts gathering the unit without waiting (prefetch); gather() or release() waits for it.
+  void prefetch(size_t unit);
   /// Whether the unit is gathered again after an optimizer step (true, the default: parameters
   /// nothing gathers around their use) or released (units whose forward runs the seam).
   void set_whole_at_rest(size_t unit, bool whole) { whole_at_rest_[unit] = whole; }
@@ -107,6 +109,8 @@ class ShardedReducer : public GradientSync {
   void on_gradient_unsynced(size_t param) override;
   void finish_unsynced_backward() override;
   void member_done(size_t param);
+  void allocate_and_launch_gather(size_t unit);
+  void wait_prefetch(size_t unit);
   void units_done_at_end();
   void store_gradient(size_t param, const at::Tensor& grad);
   void acquire_buffer(size_t unit);
@@ -139,7 +143,8 @@ class ShardedReducer : public GradientSync {
   bool offload_ = false;
   bool shard_at_rest_ = false;
   std::vector<at::Tensor> masters_;  // per unit, offload or shard_at_rest: the shard the optimizer steps
-  std::vector<bool> gathered_;       // per unit: the flat buffer holds the full parameters
+  std::vector<bool> gathered_;       // per unit: the flat buffer holds (or receives) the full parameters
+  std::vector<c10::intrusive_ptr<c10d::Work>> prefetches_;  // per unit: an all-gather not waited for
   std::vector<bool> whole_at_rest_;  // per unit: gathered after a step
   std::vector<size_t> members_done_; // per unit: members with a gradient in this backward
   std::vector<bool> member_seen_;    // per parameter: counted in members_done_ this backward

@@ -27,6 +27,13 @@ namespace acc {
 
 namespace {
 
+thread_local int recomputations = 0;
+
+struct Recomputing {
+  Recomputing() { ++recomputations; }
+  ~Recomputing() { --recomputations; }
+};
+
 using Function = std::function<at::Tensor(const std::vector<at::Tensor>&)>;
 
 // The random states of the CPU and of every other device the inputs are on.
@@ -104,6 +111,7 @@ class CheckpointBackward : public torch::autograd::Node {
     auto inputs = detached_like(inputs_);
     at::Tensor output;
     try {
+      Recomputing recomputing;
       output = function_(inputs);
     } catch (...) {
       now.restore();
@@ -141,6 +149,10 @@ class CheckpointBackward : public torch::autograd::Node {
 };
 
 }  // namespace
+
+namespace detail {
+bool recomputing_checkpoint() { return recomputations > 0; }
+}  // namespace detail
 
 at::Tensor checkpoint(const Function& function, const std::vector<at::Tensor>& inputs) {
   if (!c10::GradMode::is_enabled()) return function(inputs);

@@ -17,6 +17,9 @@ bool has_module_hooks(const torch::nn::Module& module);
 /// (FSDP activation checkpointing); the mark alone does nothing elsewhere.
 void set_checkpointed(const torch::nn::Module& module, bool checkpointed);
 bool is_checkpointed(const torch::nn::Module& module);
+/// True on this thread while acc::checkpoint recomputes a piece inside backward: forwards then are
+/// not a new step's (FULL_SHARD keeps their units whole for the backward that follows at once).
+bool recomputing_checkpoint();
 
 /// Before a backward from `root`: hooks every node built inside a recorded forward call (the
 /// innermost one when calls nest) and forgets the recorded calls. Cheap when none was recorded.
