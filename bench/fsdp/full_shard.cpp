@@ -30,41 +30,25 @@
 #include <acc/acc.h>
 
 #include "held_bytes.h"
+#include "memory.h"
 #include "spawn.h"
 #include "timing.h"
+#include "transformer_block.h"
 
 namespace {
 using acc::bench::median;
+using acc::bench::peak_rss_mb;
 
 constexpr int64_t kDim = 1024, kHeads = 16, kBlocks = 16, kVocab = 8192, kSeq = 64, kBatch = 2;
 
-struct BlockImpl : torch::nn::Module {
-  BlockImpl() {
-    norm1 = register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kDim})));
-    qkv = register_module("qkv", torch::nn::Linear(torch::nn::LinearOptions(kDim, 3 * kDim).bias(false)));
-    out = register_module("out", torch::nn::Linear(kDim, kDim));
-    norm2 = register_module("norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kDim})));
-    up = register_module("up", torch::nn::Linear(kDim, 4 * kDim));
-    down = register_module("down", torch::nn::Linear(4 * kDim, kDim));
-  }
-  torch::Tensor forward(torch::Tensor x) {
-    acc::ForwardHooksGuard forward_hooks(*this);
-    const auto b = x.size(0), t = x.size(1);
-    auto parts = qkv->forward(norm1->forward(x)).view({b, t, 3, kHeads, kDim / kHeads}).permute({2, 0, 3, 1, 4});
-    auto scores = torch::matmul(parts[0], parts[1].transpose(-2, -1)) / std::sqrt(double(kDim / kHeads));
-    auto attended = torch::matmul(scores.softmax(-1), parts[2]);
-    x = x + out->forward(attended.permute({0, 2, 1, 3}).reshape({b, t, kDim}));
-    return x + down->forward(torch::gelu(up->forward(norm2->forward(x))));
-  }
-  torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr};
-  torch::nn::Linear qkv{nullptr}, out{nullptr}, up{nullptr}, down{nullptr};
-};
-TORCH_MODULE(Block);
+using acc::testing::TransformerBlock;
 
 struct LmImpl : torch::nn::Module {
   LmImpl() {
     embed = register_module("embed", torch::nn::Embedding(kVocab, kDim));
-    for (int64_t i = 0; i < kBlocks; ++i) blocks.push_back(register_module("block" + std::to_string(i), Block()));
+    for (int64_t i = 0; i < kBlocks; ++i) {
+      blocks.push_back(register_module("block" + std::to_string(i), TransformerBlock(kDim, kHeads, 4 * kDim)));
+    }
     norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kDim})));
     head = register_module("head", torch::nn::Linear(torch::nn::LinearOptions(kDim, kVocab).bias(false)));
   }
@@ -75,19 +59,11 @@ struct LmImpl : torch::nn::Module {
     return head->forward(norm->forward(x));
   }
   torch::nn::Embedding embed{nullptr};
-  std::vector<Block> blocks;
+  std::vector<TransformerBlock> blocks;
   torch::nn::LayerNorm norm{nullptr};
   torch::nn::Linear head{nullptr};
 };
 TORCH_MODULE(Lm);
-
-double peak_rss_mb() {
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
-  }
-  return -1;
-}
 
 int64_t model_state_bytes(torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
   std::unordered_set<const void*> seen;
@@ -110,7 +86,7 @@ int run_rank(const std::string& strategy, int steps) {
     options.fsdp_plugin(acc::FullyShardedDataParallelPlugin()
                             .sharding_strategy(acc::parse_sharding_strategy(strategy, "argument"))
                             .auto_wrap_policy(acc::AutoWrapPolicy::TRANSFORMER_BASED_WRAP)
-                            .transformer_cls_names_to_wrap(std::vector<std::string>{"Block"}));
+                            .transformer_cls_names_to_wrap(std::vector<std::string>{"TransformerBlock"}));
   }
   acc::Accelerator accelerator(options);
   torch::manual_seed(0);
@@ -185,7 +161,8 @@ int main(int argc, char** argv) {
     const double rss_ratio = full.rss_mb / zero2.rss_mb, time_ratio = full.step_ms / zero2.step_ms;
     std::printf("  FULL_SHARD/DDP model state     = %.3f (target <= 1.1/%d = %.3f) %s\n", state_ratio, ranks,
                 state_target, state_ratio <= state_target ? "met" : "MISSED");
-    std::printf("  FULL_SHARD/SHARD_GRAD_OP RSS   = %.3f (target < 1) %s\n", rss_ratio, rss_ratio < 1 ? "met" : "MISSED");
+    std::printf("  FULL_SHARD/SHARD_GRAD_OP RSS   = %.3f (target < 1) %s\n", rss_ratio,
+                rss_ratio < 1 ? "met" : "MISSED");
     std::printf("  FULL_SHARD/DDP peak RSS        = %.3f\n", full.rss_mb / ddp.rss_mb);
     std::printf("  FULL_SHARD/SHARD_GRAD_OP step  = %.3f (target <= 1.30) %s\n", time_ratio,
                 time_ratio <= 1.3 ? "met" : "MISSED");

@@ -26,24 +26,18 @@
 #include <acc/acc.h>
 
 #include "held_bytes.h"
+#include "memory.h"
 #include "mlp.h"
 #include "spawn.h"
 #include "timing.h"
 
 namespace {
 using acc::bench::median;
+using acc::bench::peak_rss_mb;
 
 constexpr int kLayers = 12;
 constexpr int kWidth = 2048;  // 12 x (2048 x 2048 + 2048) = 50.4M parameters
 constexpr int kBatch = 16;
-
-double peak_rss_mb() {
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
-  }
-  return -1;
-}
 
 int run_rank(const std::string& strategy, int steps) {
   auto options = acc::AcceleratorOptions();

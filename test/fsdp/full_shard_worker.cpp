@@ -13,6 +13,7 @@
 #include <acc/acc.h>
 #include <acc/testing.h>
 
+#include "../support/transformer_block.h"
 #include "../support/worker_checks.h"
 
 namespace {
@@ -22,39 +23,16 @@ using acc::testing::fail;
 
 constexpr int64_t kVocab = 37, kDim = 16, kHidden = 40, kSeq = 6, kHeads = 2, kBlocks = 4;
 
-// Attention + MLP + LayerNorms: the unit FULL_SHARD gathers and releases. Its forward runs the
-// seam (one line); a parent calls it directly.
-struct BlockImpl : torch::nn::Module {
-  BlockImpl() {
-    norm1 = register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kDim})));
-    // No bias: the key bias's gradient is zero in exact arithmetic (softmax ignores a constant per
-    // row), so it would be rounding noise that Adam amplifies differently in each reference.
-    qkv = register_module("qkv", torch::nn::Linear(torch::nn::LinearOptions(kDim, 3 * kDim).bias(false)));
-    out = register_module("out", torch::nn::Linear(kDim, kDim));
-    norm2 = register_module("norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kDim})));
-    up = register_module("up", torch::nn::Linear(kDim, kHidden));
-    down = register_module("down", torch::nn::Linear(kHidden, kDim));
-  }
-  torch::Tensor forward(torch::Tensor x) {
-    acc::ForwardHooksGuard forward_hooks(*this);
-    const auto b = x.size(0), t = x.size(1);
-    auto parts = qkv->forward(norm1->forward(x)).view({b, t, 3, kHeads, kDim / kHeads}).permute({2, 0, 3, 1, 4});
-    auto scores = torch::matmul(parts[0], parts[1].transpose(-2, -1)) / std::sqrt(double(kDim / kHeads));
-    auto mask = torch::ones({t, t}, torch::kBool).triu(1);
-    auto attended = torch::matmul(scores.masked_fill(mask, -1e9).softmax(-1), parts[2]);
-    x = x + out->forward(attended.permute({0, 2, 1, 3}).reshape({b, t, kDim}));
-    return x + down->forward(torch::gelu(up->forward(norm2->forward(x))));
-  }
-  torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr};
-  torch::nn::Linear qkv{nullptr}, out{nullptr}, up{nullptr}, down{nullptr};
-};
-TORCH_MODULE(Block);
+// The unit FULL_SHARD gathers and releases; its forward runs the seam (one line), a parent calls it.
+using acc::testing::TransformerBlock;
 
 struct TinyLmImpl : torch::nn::Module {
   TinyLmImpl(bool tied, bool twice, bool checkpointed = false) : tied(tied), twice(twice), checkpointed(checkpointed) {
     embed = register_module("embed", torch::nn::Embedding(kVocab, kDim));
     position = register_parameter("position", torch::randn({kSeq, kDim}) * 0.1);
-    for (int64_t i = 0; i < kBlocks; ++i) blocks.push_back(register_module("block" + std::to_string(i), Block()));
+    for (int64_t i = 0; i < kBlocks; ++i) {
+      blocks.push_back(register_module("block" + std::to_string(i), TransformerBlock(kDim, kHeads, kHidden)));
+    }
     norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kDim})));
     if (!tied) head = register_module("head", torch::nn::Linear(torch::nn::LinearOptions(kDim, kVocab).bias(false)));
   }
@@ -74,7 +52,7 @@ struct TinyLmImpl : torch::nn::Module {
   bool tied, twice, checkpointed;
   torch::nn::Embedding embed{nullptr};
   torch::Tensor position;
-  std::vector<Block> blocks;
+  std::vector<TransformerBlock> blocks;
   torch::nn::LayerNorm norm{nullptr};
   torch::nn::Linear head{nullptr};
 };
@@ -148,7 +126,7 @@ Run train(std::optional<acc::ShardingStrategy> strategy, const Options& o) {
     options.fsdp_plugin(acc::FullyShardedDataParallelPlugin()
                             .sharding_strategy(*strategy)
                             .auto_wrap_policy(acc::AutoWrapPolicy::TRANSFORMER_BASED_WRAP)
-                            .transformer_cls_names_to_wrap(std::vector<std::string>{"Block"})
+                            .transformer_cls_names_to_wrap(std::vector<std::string>{"TransformerBlock"})
                             .backward_prefetch(o.prefetch)
                             .forward_prefetch(o.forward_prefetch));
   }
@@ -246,7 +224,9 @@ Run train_single(int world, const Options& o) {
   const int micro_steps = o.accumulate ? 2 : 1;
   for (int step = 0; step < kSteps; ++step) {
     optimizer.zero_grad();
-    for (int micro = 0; micro < micro_steps; ++micro) (lm_loss(model, tokens(step, micro, world * kBatch)) / micro_steps).backward();
+    for (int micro = 0; micro < micro_steps; ++micro) {
+      (lm_loss(model, tokens(step, micro, world * kBatch)) / micro_steps).backward();
+    }
     if (o.clip) out.last_norm = torch::nn::utils::clip_grad_norm_(model->parameters(), 0.5);
     optimizer.step();
   }
@@ -282,8 +262,9 @@ void transformer(const std::string& strategy_name) {
     // gradient is nearly zero (with accumulation DDP lands ~1e-5 from one process too): sharding
     // must not add more than 1e-5 to DDP's own distance.
     const double ddp_to_single = max_abs_diff(ddp.params, single.params);
-    expect(to_single <= ddp_to_single + 1e-5, o.name() + ": " + strategy_name + " differs from one process by " +
-                                                  std::to_string(to_single) + ", DDP by " + std::to_string(ddp_to_single));
+    expect(to_single <= ddp_to_single + 1e-5,
+           o.name() + ": " + strategy_name + " differs from one process by " + std::to_string(to_single) +
+               ", DDP by " + std::to_string(ddp_to_single));
     expect(to_ddp <= 1e-5, o.name() + ": " + strategy_name + " differs from DDP by " + std::to_string(to_ddp));
     if (o.clip) {
       expect(single.last_norm > 0.5, "the clipping case did not clip");
@@ -358,7 +339,7 @@ acc::Accelerator full_shard_accelerator(acc::StateDictType type) {
           .sharding_strategy(acc::ShardingStrategy::FULL_SHARD)
           .state_dict_type(type)
           .auto_wrap_policy(acc::AutoWrapPolicy::TRANSFORMER_BASED_WRAP)
-          .transformer_cls_names_to_wrap(std::vector<std::string>{"Block"})));
+          .transformer_cls_names_to_wrap(std::vector<std::string>{"TransformerBlock"})));
 }
 
 void train_steps(acc::Accelerator& accelerator, TinyLm& model, torch::optim::Optimizer& optimizer, int from, int to) {
@@ -408,7 +389,7 @@ void unseamed_use() {
       acc::FullyShardedDataParallelPlugin()
           .sharding_strategy(acc::ShardingStrategy::FULL_SHARD)
           .auto_wrap_policy(acc::AutoWrapPolicy::TRANSFORMER_BASED_WRAP)
-          .transformer_cls_names_to_wrap(std::vector<std::string>{"Block"})));
+          .transformer_cls_names_to_wrap(std::vector<std::string>{"TransformerBlock"})));
   torch::manual_seed(1);
   TinyLm model(false, false);
   acc::Optimizer<torch::optim::AdamW> optimizer(model->parameters(), torch::optim::AdamWOptions(1e-3));

@@ -38,7 +38,9 @@ class HookedChildImpl : public torch::nn::Module {
       return child_.forward(std::move(input));
     } catch (const c10::Error& error) {
       const std::string what = error.what_without_backtrace();
-      if (what.find("Expected argument") == std::string::npos && what.find("type of the return value") == std::string::npos) {
+      const bool signature = what.find("Expected argument") != std::string::npos ||
+                             what.find("type of the return value") != std::string::npos;
+      if (!signature) {
         throw;
       }
       throw std::invalid_argument(
