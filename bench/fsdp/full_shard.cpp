@@ -5,7 +5,8 @@
 //                the distinct storages behind the model's parameters, the optimizer's parameters
 //                (shards under FSDP), their .grad and Adam's state
 //   peak RSS     the process's high-water mark
-//   step         median wall time of zero_grad + forward + backward + step
+//   step         median wall time of zero_grad + forward + backward + step (FULL_SHARD also without
+//                prefetch, to show the share of its extra time that prefetch hides)
 // Prints FULL_SHARD/DDP and FULL_SHARD/SHARD_GRAD_OP ratios against the targets: model state <= 1/N
 // + 10% of DDP's, peak RSS below SHARD_GRAD_OP's, step time <= 1.3x SHARD_GRAD_OP's.
 //
@@ -83,8 +84,13 @@ int64_t model_state_bytes(torch::nn::Module& model, torch::optim::Optimizer& opt
 int run_rank(const std::string& strategy, int steps) {
   auto options = acc::AcceleratorOptions();
   if (strategy != "DDP") {
+    // FULL_SHARD without prefetch: how much of the all-gathers prefetch takes off the step.
+    const bool no_prefetch = strategy == "FULL_SHARD_NO_PREFETCH";
+    const auto sharding = acc::parse_sharding_strategy(no_prefetch ? "FULL_SHARD" : strategy, "argument");
     options.fsdp_plugin(acc::FullyShardedDataParallelPlugin()
-                            .sharding_strategy(acc::parse_sharding_strategy(strategy, "argument"))
+                            .sharding_strategy(sharding)
+                            .backward_prefetch(no_prefetch ? acc::BackwardPrefetch::NO_PREFETCH
+                                                           : acc::BackwardPrefetch::BACKWARD_PRE)
                             .auto_wrap_policy(acc::AutoWrapPolicy::TRANSFORMER_BASED_WRAP)
                             .transformer_cls_names_to_wrap(std::vector<std::string>{"TransformerBlock"}));
   }
@@ -151,9 +157,11 @@ int main(int argc, char** argv) {
     const auto ddp = measure("DDP", ranks, steps);
     const auto zero2 = measure("SHARD_GRAD_OP", ranks, steps);
     const auto full = measure("FULL_SHARD", ranks, steps);
+    const auto unprefetched = measure("FULL_SHARD_NO_PREFETCH", ranks, steps);
     std::printf("%d ranks:\n", ranks);
     for (const auto& [name, m] :
-         {std::pair<const char*, Measure>{"DDP", ddp}, {"SHARD_GRAD_OP", zero2}, {"FULL_SHARD", full}}) {
+         {std::pair<const char*, Measure>{"DDP", ddp}, {"SHARD_GRAD_OP", zero2}, {"FULL_SHARD", full},
+          {"  no prefetch", unprefetched}}) {
       std::printf("  %-14s model state %8.1f MiB  peak RSS %8.1f MiB  step %9.1f ms\n", name, m.state_mb, m.rss_mb,
                   m.step_ms);
     }
@@ -166,6 +174,12 @@ int main(int argc, char** argv) {
     std::printf("  FULL_SHARD/DDP peak RSS        = %.3f\n", full.rss_mb / ddp.rss_mb);
     std::printf("  FULL_SHARD/SHARD_GRAD_OP step  = %.3f (target <= 1.30) %s\n", time_ratio,
                 time_ratio <= 1.3 ? "met" : "MISSED");
+    // What FULL_SHARD adds to SHARD_GRAD_OP's step is mostly its all-gathers; the share of that extra
+    // time prefetch removes is the share of all-gather time it hides behind compute.
+    const double extra = unprefetched.step_ms - zero2.step_ms;
+    const double hidden = extra > 0 ? 100.0 * (unprefetched.step_ms - full.step_ms) / extra : 0.0;
+    std::printf("  prefetch: step %.3f of FULL_SHARD without it; hides %.0f%% of the time FULL_SHARD adds\n",
+                full.step_ms / unprefetched.step_ms, hidden);
   }
   return 0;
 }

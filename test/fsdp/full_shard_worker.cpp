@@ -62,10 +62,14 @@ struct Options {
   bool tied = false, twice = false, accumulate = false, clip = false, eval = false, bf16 = false, checkpoint = false;
   acc::BackwardPrefetch prefetch = acc::BackwardPrefetch::BACKWARD_PRE;  // torch's default
   bool forward_prefetch = false;
+  // CUDA-only paths forced on CPU (acc/testing.h): offload_params (masters and gradient shards apart
+  // from the model) and fp16 loss scaling (the GradScaler, found-inf reduced over the shards).
+  bool offload = false, fp16 = false;
   std::string name() const {
     std::string out = tied ? "tied" : "untied";
     for (auto [on, what] : {std::pair{twice, "twice"}, {accumulate, "accumulate"}, {clip, "clip"}, {eval, "eval"},
-                            {bf16, "bf16"}, {checkpoint, "checkpoint"}, {forward_prefetch, "forward_prefetch"}}) {
+                            {bf16, "bf16"}, {checkpoint, "checkpoint"}, {forward_prefetch, "forward_prefetch"},
+                            {offload, "offload"}, {fp16, "fp16"}}) {
       if (on) out += std::string("+") + what;
     }
     if (prefetch != acc::BackwardPrefetch::BACKWARD_PRE) out += "+" + acc::to_string(prefetch);
@@ -120,15 +124,18 @@ struct Run {
 };
 
 Run train(std::optional<acc::ShardingStrategy> strategy, const Options& o) {
+  acc::testing::ForceOnCpuGuard force({/*grad_scaler=*/o.fp16, /*fsdp_offload=*/o.offload && strategy});
   auto options = acc::AcceleratorOptions().gradient_accumulation_steps(o.accumulate ? 2 : 1);
   if (o.bf16) options.mixed_precision(acc::MixedPrecision::BF16);
+  if (o.fp16) options.mixed_precision(acc::MixedPrecision::FP16);
   if (strategy) {
     options.fsdp_plugin(acc::FullyShardedDataParallelPlugin()
                             .sharding_strategy(*strategy)
                             .auto_wrap_policy(acc::AutoWrapPolicy::TRANSFORMER_BASED_WRAP)
                             .transformer_cls_names_to_wrap(std::vector<std::string>{"TransformerBlock"})
                             .backward_prefetch(o.prefetch)
-                            .forward_prefetch(o.forward_prefetch));
+                            .forward_prefetch(o.forward_prefetch)
+                            .offload_params(o.offload));
   }
   acc::Accelerator accelerator(options);
   const int rank = accelerator.process_index(), world = accelerator.num_processes();
@@ -246,6 +253,8 @@ void transformer(const std::string& strategy_name) {
   cases.push_back({.clip = true});
   cases.push_back({.bf16 = true});
   cases.push_back({.twice = true, .checkpoint = true});
+  cases.push_back({.offload = true});
+  cases.push_back({.fp16 = true});
   for (const auto& o : cases) {
     const auto fsdp = train(strategy, o);
     const auto ddp = train(std::nullopt, o);
