@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include <acc/hooks.h>
 
@@ -29,8 +30,10 @@ struct TransformerBlockImpl : torch::nn::Module {
     const auto b = x.size(0), t = x.size(1);
     auto parts = qkv->forward(norm1->forward(x)).view({b, t, 3, heads, dim / heads}).permute({2, 0, 3, 1, 4});
     auto scores = torch::matmul(parts[0], parts[1].transpose(-2, -1)) / std::sqrt(double(dim / heads));
-    auto mask = torch::ones({t, t}, torch::kBool).triu(1);
-    auto attended = torch::matmul(scores.masked_fill(mask, -1e9).softmax(-1), parts[2]);
+    auto mask = torch::ones({t, t}, x.options().dtype(torch::kBool)).triu(1);
+    // -inf, not a large negative number: fp16 scores cannot hold -1e9; the diagonal is never masked.
+    const auto masked = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
+    auto attended = torch::matmul(masked.softmax(-1), parts[2]);
     x = x + out->forward(attended.permute({0, 2, 1, 3}).reshape({b, t, dim}));
     return x + down->forward(torch::gelu(up->forward(norm2->forward(x))));
   }
