@@ -32,6 +32,7 @@
 
 #include "held_bytes.h"
 #include "memory.h"
+#include "rank_result.h"
 #include "spawn.h"
 #include "timing.h"
 #include "transformer_block.h"
@@ -125,14 +126,8 @@ struct Measure {
 };
 
 Measure measure(const std::string& strategy, int ranks, int steps) {
-  auto result = acc::testing::spawn_ranks("/proc/self/exe", {strategy, std::to_string(steps)}, ranks,
-                                          std::chrono::minutes(20));
-  if (!result.all_succeeded()) {
-    std::fputs(result.describe().c_str(), stderr);
-    std::exit(1);
-  }
+  auto in = acc::bench::rank0_result({strategy, std::to_string(steps)}, ranks, std::chrono::minutes(20));
   Measure m;
-  std::istringstream in(result.ranks[0].output.substr(result.ranks[0].output.find("RESULT ") + 7));
   long long held = 0;
   in >> held >> m.rss_mb >> m.step_ms;
   m.state_mb = held / 1048576.0;

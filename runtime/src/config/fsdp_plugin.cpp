@@ -28,6 +28,8 @@ constexpr std::array<StateDictType, 3> kStateDictTypes = {
     StateDictType::SHARDED_STATE_DICT};
 constexpr std::array<AutoWrapPolicy, 3> kWrapPolicies = {
     AutoWrapPolicy::TRANSFORMER_BASED_WRAP, AutoWrapPolicy::SIZE_BASED_WRAP, AutoWrapPolicy::NO_WRAP};
+constexpr std::array<BackwardPrefetch, 3> kPrefetches = {
+    BackwardPrefetch::BACKWARD_PRE, BackwardPrefetch::BACKWARD_POST, BackwardPrefetch::NO_PREFETCH};
 
 std::vector<std::string> split_names(const std::string& text) {
   std::vector<std::string> out;
@@ -93,7 +95,7 @@ std::string to_string(BackwardPrefetch value) {
 
 BackwardPrefetch parse_backward_prefetch(const std::string& text, const std::string& source) {
   const auto value = upper(text);
-  for (auto prefetch : {BackwardPrefetch::BACKWARD_PRE, BackwardPrefetch::BACKWARD_POST, BackwardPrefetch::NO_PREFETCH}) {
+  for (auto prefetch : kPrefetches) {
     if (value == to_string(prefetch)) return prefetch;
   }
   throw ConfigError("acc: unknown FSDP backward prefetch '" + text + "' (" + source +
@@ -121,74 +123,51 @@ StateDictType parse_state_dict_type(const std::string& text, const std::string& 
                     "); expected one of FULL_STATE_DICT, LOCAL_STATE_DICT, SHARDED_STATE_DICT");
 }
 
+namespace {
+// One field, argument > environment > default: `parse(text, variable)` reads the variable's text.
+template <typename T, typename Parse>
+void resolve(T& out, const std::optional<T>& argument, const EnvLookup& env, const char* variable, Parse parse) {
+  if (argument) {
+    out = *argument;
+  } else if (auto text = env(variable)) {
+    out = parse(*text, variable);
+  }
+}
+
+bool parse_bool(const std::string& text, const std::string& variable) { return parse_env_bool(variable, text); }
+
+std::vector<std::string> parse_names(const std::string& text, const std::string&) { return split_names(text); }
+
+int64_t parse_count(const std::string& text, const std::string& variable) {
+  try {
+    size_t used = 0;
+    const int64_t value = std::stoll(text, &used);
+    if (used == text.size()) return value;
+  } catch (const std::exception&) {
+  }
+  throw ConfigError("acc: " + variable + "='" + text + "' is not a whole number of parameters (e.g. 100000000)");
+}
+}  // namespace
+
 ResolvedFsdpPlugin resolve_fsdp_plugin(const FullyShardedDataParallelPlugin& plugin,
                                        const EnvLookup& env) {
   ResolvedFsdpPlugin out;
-  if (plugin.sharding_strategy()) {
-    out.sharding_strategy = *plugin.sharding_strategy();
-  } else if (auto v = env(env::kFsdpShardingStrategy)) {
-    out.sharding_strategy = parse_sharding_strategy(*v, env::kFsdpShardingStrategy);
-  }
-  if (plugin.state_dict_type()) {
-    out.state_dict_type = *plugin.state_dict_type();
-  } else if (auto v = env(env::kFsdpStateDictType)) {
-    out.state_dict_type = parse_state_dict_type(*v, env::kFsdpStateDictType);
-  }
-  if (plugin.offload_params()) {
-    out.offload_params = *plugin.offload_params();
-  } else if (auto v = env(env::kFsdpOffloadParams)) {
-    out.offload_params = parse_env_bool(env::kFsdpOffloadParams, *v);
-  }
-  if (plugin.sync_module_states()) {
-    out.sync_module_states = *plugin.sync_module_states();
-  } else if (auto v = env(env::kFsdpSyncModuleStates)) {
-    out.sync_module_states = parse_env_bool(env::kFsdpSyncModuleStates, *v);
-  }
-  if (plugin.auto_wrap_policy()) {
-    out.auto_wrap_policy = *plugin.auto_wrap_policy();
-  } else if (auto v = env(env::kFsdpAutoWrapPolicy)) {
-    out.auto_wrap_policy = parse_auto_wrap_policy(*v, env::kFsdpAutoWrapPolicy);
-  }
-  if (plugin.transformer_cls_names_to_wrap()) {
-    out.transformer_cls_names_to_wrap = *plugin.transformer_cls_names_to_wrap();
-  } else if (auto v = env(env::kFsdpTransformerClsToWrap)) {
-    out.transformer_cls_names_to_wrap = split_names(*v);
-  }
-  if (plugin.min_num_params()) {
-    out.min_num_params = *plugin.min_num_params();
-  } else if (auto v = env(env::kFsdpMinNumParams)) {
-    try {
-      size_t used = 0;
-      out.min_num_params = std::stoll(*v, &used);
-      if (used != v->size()) throw std::invalid_argument(*v);
-    } catch (const std::exception&) {
-      throw ConfigError(std::string("acc: ") + env::kFsdpMinNumParams + "='" + *v +
-                        "' is not a whole number of parameters (e.g. 100000000)");
-    }
-  }
+  resolve(out.sharding_strategy, plugin.sharding_strategy(), env, env::kFsdpShardingStrategy, parse_sharding_strategy);
+  resolve(out.state_dict_type, plugin.state_dict_type(), env, env::kFsdpStateDictType, parse_state_dict_type);
+  resolve(out.offload_params, plugin.offload_params(), env, env::kFsdpOffloadParams, parse_bool);
+  resolve(out.sync_module_states, plugin.sync_module_states(), env, env::kFsdpSyncModuleStates, parse_bool);
+  resolve(out.auto_wrap_policy, plugin.auto_wrap_policy(), env, env::kFsdpAutoWrapPolicy, parse_auto_wrap_policy);
+  resolve(out.transformer_cls_names_to_wrap, plugin.transformer_cls_names_to_wrap(), env,
+          env::kFsdpTransformerClsToWrap, parse_names);
+  resolve(out.min_num_params, plugin.min_num_params(), env, env::kFsdpMinNumParams, parse_count);
   if (out.min_num_params < 0) {
     throw ConfigError("acc: FSDP min_num_params (" + std::to_string(out.min_num_params) + ") must not be negative");
   }
-  if (plugin.reshard_after_forward()) {
-    out.reshard_after_forward = *plugin.reshard_after_forward();
-  } else if (auto v = env(env::kFsdpReshardAfterForward)) {
-    out.reshard_after_forward = parse_env_bool(env::kFsdpReshardAfterForward, *v);
-  }
-  if (plugin.activation_checkpointing()) {
-    out.activation_checkpointing = *plugin.activation_checkpointing();
-  } else if (auto v = env(env::kFsdpActivationCheckpointing)) {
-    out.activation_checkpointing = parse_env_bool(env::kFsdpActivationCheckpointing, *v);
-  }
-  if (plugin.backward_prefetch()) {
-    out.backward_prefetch = *plugin.backward_prefetch();
-  } else if (auto v = env(env::kFsdpBackwardPrefetch)) {
-    out.backward_prefetch = parse_backward_prefetch(*v, env::kFsdpBackwardPrefetch);
-  }
-  if (plugin.forward_prefetch()) {
-    out.forward_prefetch = *plugin.forward_prefetch();
-  } else if (auto v = env(env::kFsdpForwardPrefetch)) {
-    out.forward_prefetch = parse_env_bool(env::kFsdpForwardPrefetch, *v);
-  }
+  resolve(out.reshard_after_forward, plugin.reshard_after_forward(), env, env::kFsdpReshardAfterForward, parse_bool);
+  resolve(out.activation_checkpointing, plugin.activation_checkpointing(), env, env::kFsdpActivationCheckpointing,
+          parse_bool);
+  resolve(out.backward_prefetch, plugin.backward_prefetch(), env, env::kFsdpBackwardPrefetch, parse_backward_prefetch);
+  resolve(out.forward_prefetch, plugin.forward_prefetch(), env, env::kFsdpForwardPrefetch, parse_bool);
   if (plugin.bucket_cap_mb() <= 0) {
     throw ConfigError("acc: FullyShardedDataParallelPlugin bucket_cap_mb(" +
                       std::to_string(plugin.bucket_cap_mb()) + ") must be positive");
