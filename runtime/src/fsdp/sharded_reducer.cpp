@@ -360,10 +360,7 @@ void ShardedReducer::release(size_t u) {
 void ShardedReducer::gather(size_t u) {
   wait_prefetch(u);
   if (gathered_[u]) return;
-  const bool whole = whole_at_rest_[u];
-  whole_at_rest_[u] = true;  // launch_parameter_gather gathers, whatever happens after a step
-  launch_parameter_gather(u);
-  whole_at_rest_[u] = whole;
+  allocate_and_launch_gather(u);
   wait_parameter_gathers();
 }
 
