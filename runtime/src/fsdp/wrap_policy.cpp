@@ -30,19 +30,6 @@ bool is_marked_fully_shard(const torch::nn::Module& module) {
 
 namespace detail {
 
-namespace {
-std::string strip(std::string name) {
-  const auto colon = name.rfind("::");
-  if (colon != std::string::npos) name = name.substr(colon + 2);
-  if (name.size() > 4 && name.compare(name.size() - 4, 4, "Impl") == 0) name.resize(name.size() - 4);
-  return name;
-}
-}  // namespace
-
-bool module_type_matches(const std::string& name, const std::string& wanted) {
-  return name == wanted || strip(name) == strip(wanted);
-}
-
 std::vector<UnitModule> select_units(torch::nn::Module& model, const std::vector<NamedTensor>& params,
                                      const ResolvedFsdpPlugin& plugin) {
   std::unordered_map<const void*, size_t> index_of;

@@ -9,6 +9,7 @@
 #include <acc/fsdp.h>
 
 #include "ddp/gradient_sync.h"
+#include "hooks/module_type.h"  // module_type_matches: TRANSFORMER_BASED_WRAP's test
 
 namespace acc::detail {
 
@@ -23,9 +24,5 @@ struct UnitModule {
 /// wrapped module holds, and a parameter two units share). Units without parameters are left out.
 std::vector<UnitModule> select_units(torch::nn::Module& model, const std::vector<NamedTensor>& params,
                                      const ResolvedFsdpPlugin& plugin);
-
-/// TRANSFORMER_BASED_WRAP's test: `name` (Module::name()) is `wanted`, with or without the
-/// namespace and the "Impl" suffix of TORCH_MODULE types.
-bool module_type_matches(const std::string& name, const std::string& wanted);
 
 }  // namespace acc::detail
