@@ -8,6 +8,7 @@
 #include <acc/collectives.h>
 #include <acc/data_loader.h>
 #include <acc/data_sharding.h>
+#include <acc/device_map.h>
 #include <acc/errors.h>
 #include <acc/fsdp.h>
 #include <acc/grad_scaler.h>

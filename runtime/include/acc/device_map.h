@@ -51,14 +51,15 @@ class DeviceMap {
   std::vector<Entry> entries_;
 };
 
-/// One line per entry: `module -> device`.
+/// One line per entry: `module -> device` (the whole model's entry prints as `""`).
 std::ostream& operator<<(std::ostream& out, const DeviceMap& map);
 
 /// Bytes each device may hold, in device order ("cuda:0", "cuda:1", ..., "cpu", "disk").
 using MaxMemory = std::vector<std::pair<std::string, uint64_t>>;
 
 /// Parses {"0": "10GiB", "cpu": "30GB"}-style limits: sizes as parse_shard_size ("10GB" = 10^9,
-/// "10GiB" = 2^30, plain bytes), devices normalised as in DeviceMap and sorted GPUs, cpu, disk.
+/// "10GiB" = 2^30, plain bytes; 0 is allowed), devices normalised as in DeviceMap and sorted GPUs,
+/// cpu, disk. ConfigError naming the device for a bad device, a bad size or a device given twice.
 MaxMemory parse_max_memory(const std::vector<std::pair<std::string, std::string>>& limits);
 
 /// Accelerate's get_max_memory: `limits` when given, else every visible GPU's free memory and the
@@ -67,7 +68,9 @@ MaxMemory get_max_memory(const MaxMemory& limits = {});
 
 /// Bytes of each module's parameters and buffers, itself and its submodules, by name ("" the root),
 /// counted once per tensor; floating-point tensors counted at `dtype` when given (Accelerate's
-/// compute_module_sizes).
+/// compute_module_sizes). Names in Accelerate's order: every prefix of each parameter's name, then
+/// of each buffer's. A bool element counts 1/8 byte, as in Accelerate; sizes are rounded up to
+/// whole bytes.
 std::vector<std::pair<std::string, uint64_t>> compute_module_sizes(
     const torch::nn::Module& model, std::optional<c10::ScalarType> dtype = std::nullopt);
 
@@ -85,9 +88,10 @@ struct AutoDeviceMapOptions {
   /// Merge entries whose submodules all went to one device into their parent.
   TORCH_ARG(bool, clean_result) = true;
   /// Count buffers of offloaded modules as offloaded too (they stay on the execution device
-  /// otherwise, so they count against it).
+  /// otherwise, so they count against it). As in Accelerate, the map is the same either way: without
+  /// it, a warning says when the offloaded modules' buffers fit on no GPU beside what it holds.
   TORCH_ARG(bool, offload_buffers) = false;
-  /// Print each decision.
+  /// Print each decision (to stdout, as Accelerate's verbose=True).
   TORCH_ARG(bool, verbose) = false;
 };
 
@@ -106,7 +110,7 @@ MaxMemory get_balanced_memory(const torch::nn::Module& model, const AutoDeviceMa
 
 /// What load_checkpoint_and_dispatch and dispatch_model accept: "auto", "balanced",
 /// "balanced_low_0" or "sequential" (computed with infer_auto_device_map), a single device
-/// ("cpu", "cuda:0", "disk") for the whole model, or a DeviceMap.
+/// ("cpu", "cuda:0", "disk") for the whole model, or a DeviceMap (its JSON, "{...}").
 DeviceMap resolve_device_map(const torch::nn::Module& model, const std::string& device_map,
                              const AutoDeviceMapOptions& options = {});
 
