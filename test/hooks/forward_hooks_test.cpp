@@ -122,4 +122,43 @@ TEST(ForwardHooks, BackwardPreHookRunsOncePerCallBeforeItsNodes) {
   acc::PartialState::destroy();
 }
 
+// A module whose guard is given its inputs and closes on its output, for hooks that move them.
+struct TwoInputsImpl : torch::nn::Module {
+  torch::Tensor forward(torch::Tensor x, torch::Tensor y) {
+    acc::ForwardHooksGuard forward_hooks(*this, x, y);
+    auto sum = x + y;
+    return forward_hooks.close(sum);
+  }
+};
+TORCH_MODULE(TwoInputs);
+
+TEST(ForwardHooks, HooksWithArgumentsReplaceInputsAndOutput) {
+  TwoInputs module;
+  acc::register_forward_pre_hook(*module, [](torch::nn::Module&, acc::ForwardArgs& args) {
+    ASSERT_EQ(args.inputs.size(), 2u);
+    *args.inputs[1] = *args.inputs[1] * 10;  // the body sees the replaced tensor
+  });
+  acc::register_forward_hook(*module, [](torch::nn::Module&, acc::ForwardArgs& args) {
+    ASSERT_NE(args.output, nullptr);
+    *args.output = *args.output + 100;
+  });
+  const auto out = module->forward(torch::ones({1}), torch::ones({1}));
+  EXPECT_EQ(out.item<float>(), 111.0f);
+}
+
+TEST(ForwardHooks, SequentialChildrenShowTheirInputAndOutput) {
+  torch::nn::Sequential seq(torch::nn::Linear(2, 2), torch::nn::Tanh());
+  std::vector<std::string> seen;
+  acc::register_forward_pre_hook(*seq[1], [&](torch::nn::Module&, acc::ForwardArgs& args) {
+    seen.push_back("in " + std::to_string(args.inputs.size()) + (args.output ? " output" : ""));
+  });
+  acc::register_forward_hook(*seq[1], [&](torch::nn::Module&, acc::ForwardArgs& args) {
+    seen.push_back(args.output != nullptr ? "out" : "no output");
+    *args.output = torch::zeros_like(*args.output);
+  });
+  acc::hook_sequential(*seq);
+  EXPECT_TRUE(torch::equal(seq->forward(torch::randn({3, 2})), torch::zeros({3, 2})));
+  EXPECT_EQ(seen, (std::vector<std::string>{"in 1", "out"}));
+}
+
 }  // namespace

@@ -27,8 +27,9 @@ struct ModuleHooks {
   // as gone when its pointer expired, so a new module at the same address starts without hooks.
   std::weak_ptr<torch::nn::Module> owner;
   bool owned = false;
-  std::vector<std::pair<uint64_t, ModuleHook>> pre, post, backward_pre;
-  std::vector<std::pair<uint64_t, ModuleHook>>& of(Kind kind) {
+  // Every hook is stored with the call's tensors as argument; backward pre-hooks get none.
+  std::vector<std::pair<uint64_t, ModuleArgsHook>> pre, post, backward_pre;
+  std::vector<std::pair<uint64_t, ModuleArgsHook>>& of(Kind kind) {
     return kind == Kind::kPre ? pre : kind == Kind::kPost ? post : backward_pre;
   }
   bool empty() const { return pre.empty() && post.empty() && backward_pre.empty(); }
@@ -73,17 +74,17 @@ ModuleHooks* live_hooks(Registry& reg, const torch::nn::Module& module) {
 // Modules whose guard is open on this thread: a nested guard of the same module runs nothing.
 thread_local std::vector<const torch::nn::Module*> open_guards;
 
-std::vector<ModuleHook> hooks_of(const torch::nn::Module& module, Kind kind) {
+std::vector<ModuleArgsHook> hooks_of(const torch::nn::Module& module, Kind kind) {
   auto& reg = registry();
   std::lock_guard<std::mutex> lock(reg.mutex);
-  std::vector<ModuleHook> out;
+  std::vector<ModuleArgsHook> out;
   auto* hooks = live_hooks(reg, module);
   if (hooks == nullptr) return out;
   for (const auto& entry : hooks->of(kind)) out.push_back(entry.second);
   return out;
 }
 
-HookHandle add_hook(torch::nn::Module& module, ModuleHook hook, Kind kind) {
+HookHandle add_hook(torch::nn::Module& module, ModuleArgsHook hook, Kind kind) {
   auto& reg = registry();
   std::lock_guard<std::mutex> lock(reg.mutex);
   const uint64_t id = reg.next_handle++;
@@ -105,7 +106,8 @@ void run_backward_pre_hooks(ForwardCall& call) {
     if (call.fired_in == reg.backward_generation) return;
     call.fired_in = reg.backward_generation;
   }
-  for (const auto& hook : hooks_of(*call.module, Kind::kBackwardPre)) hook(*call.module);
+  ForwardArgs none;
+  for (const auto& hook : hooks_of(*call.module, Kind::kBackwardPre)) hook(*call.module, none);
 }
 
 class CallPreHook : public torch::autograd::FunctionPreHook {
@@ -138,55 +140,78 @@ void HookHandle::remove() {
   id_ = 0;
 }
 
+namespace {
+ModuleArgsHook ignoring_args(ModuleHook hook) {
+  return [hook = std::move(hook)](torch::nn::Module& module, ForwardArgs&) { hook(module); };
+}
+}  // namespace
+
 HookHandle register_forward_pre_hook(torch::nn::Module& module, ModuleHook hook) {
-  return add_hook(module, std::move(hook), Kind::kPre);
+  return add_hook(module, ignoring_args(std::move(hook)), Kind::kPre);
 }
 HookHandle register_forward_hook(torch::nn::Module& module, ModuleHook hook) {
+  return add_hook(module, ignoring_args(std::move(hook)), Kind::kPost);
+}
+HookHandle register_forward_pre_hook(torch::nn::Module& module, ModuleArgsHook hook) {
+  return add_hook(module, std::move(hook), Kind::kPre);
+}
+HookHandle register_forward_hook(torch::nn::Module& module, ModuleArgsHook hook) {
   return add_hook(module, std::move(hook), Kind::kPost);
 }
 HookHandle register_backward_pre_hook(torch::nn::Module& module, ModuleHook hook) {
-  return add_hook(module, std::move(hook), Kind::kBackwardPre);
+  return add_hook(module, ignoring_args(std::move(hook)), Kind::kBackwardPre);
 }
 
-ForwardHooksGuard::ForwardHooksGuard(torch::nn::Module& module) {
+void ForwardHooksGuard::open(torch::nn::Module& module, std::vector<at::Tensor*> inputs) {
   if (std::find(open_guards.begin(), open_guards.end(), &module) != open_guards.end()) return;
   {
     auto& reg = registry();
     std::lock_guard<std::mutex> lock(reg.mutex);
     if (live_hooks(reg, module) == nullptr) return;
   }
-  for (const auto& hook : hooks_of(module, Kind::kPre)) hook(module);
+  args_.inputs = std::move(inputs);
+  for (const auto& hook : hooks_of(module, Kind::kPre)) hook(module, args_);
   module_ = &module;
   uncaught_ = std::uncaught_exceptions();
   open_guards.push_back(&module);
   first_node_ = at::sequence_number::peek();
 }
 
-ForwardHooksGuard::~ForwardHooksGuard() noexcept(false) {
+ForwardHooksGuard::~ForwardHooksGuard() noexcept(false) { run_post_hooks(); }
+
+at::Tensor& ForwardHooksGuard::close(at::Tensor& output) {
+  args_.output = &output;
+  run_post_hooks();
+  return output;
+}
+
+void ForwardHooksGuard::run_post_hooks() {
   if (module_ == nullptr) return;
-  open_guards.erase(std::find(open_guards.begin(), open_guards.end(), module_));
+  auto* module = module_;
+  module_ = nullptr;
+  open_guards.erase(std::find(open_guards.begin(), open_guards.end(), module));
   const uint64_t end = at::sequence_number::peek();
   if (end != first_node_ && c10::GradMode::is_enabled()) {
     auto& reg = registry();
     std::lock_guard<std::mutex> lock(reg.mutex);
-    auto* hooks = live_hooks(reg, *module_);
+    auto* hooks = live_hooks(reg, *module);
     if (hooks != nullptr && !hooks->backward_pre.empty()) {
       auto call = std::make_shared<ForwardCall>();
       call->thread = at::RecordFunction::currentThreadId();
       call->first = first_node_;
       call->end = end;
-      call->module = module_;
+      call->module = module;
       reg.calls.push_back(std::move(call));
     }
   }
   const bool unwinding = std::uncaught_exceptions() > uncaught_;
-  for (const auto& hook : hooks_of(*module_, Kind::kPost)) {
+  for (const auto& hook : hooks_of(*module, Kind::kPost)) {
     if (!unwinding) {
-      hook(*module_);
+      hook(*module, args_);
       continue;
     }
     try {
-      hook(*module_);
+      hook(*module, args_);
     } catch (...) {  // the forward's own exception is the one to report
     }
   }

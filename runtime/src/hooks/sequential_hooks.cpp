@@ -33,9 +33,10 @@ class HookedChildImpl : public torch::nn::Module {
  private:
   torch::Tensor call(torch::Tensor input) {
     auto& child = *child_.ptr();
-    ForwardHooksGuard guard(child);
+    ForwardHooksGuard guard(child, input);
     try {
-      return child_.forward(std::move(input));
+      auto output = child_.forward(input);
+      return guard.close(output);
     } catch (const c10::Error& error) {
       const std::string what = error.what_without_backtrace();
       const bool signature = what.find("Expected argument") != std::string::npos ||
