@@ -53,6 +53,10 @@ class MappedFile {
   Header header_;
 };
 
+/// The validated header of the file at `path`, read without mapping the file (what big-model
+/// loading needs for weights that stay on disk).
+Header read_header(const std::string& path);
+
 /// Every tensor of the file at `path`, mapped (see MappedFile).
 NamedTensors load_file(const std::string& path);
 
