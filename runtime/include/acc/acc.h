@@ -3,6 +3,7 @@
 #include <acc/accelerator.h>
 #include <acc/activation_checkpointing.h>
 #include <acc/autocast.h>
+#include <acc/big_modeling.h>
 #include <acc/checkpoint_model.h>
 #include <acc/checkpointing.h>
 #include <acc/collectives.h>

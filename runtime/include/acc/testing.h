@@ -8,6 +8,9 @@ struct ForcedOnCpu {
   bool grad_scaler = false;
   /// FSDP offload_params: master shards and gradient shards apart from the model, as on CUDA.
   bool fsdp_offload = false;
+  /// Big-model dispatch: weights a device map keeps on "cpu" are copied in around their module's
+  /// forward and dropped after, as when the execution device is a GPU.
+  bool offload_copies = false;
 };
 
 /// What Accelerators constructed from now on in this process force onto the CPU.

@@ -1,0 +1,37 @@
+#pragma once
+// Weights a device map keeps on "disk": where their bytes are in a safetensors file, and tensors
+// over a private mapping of exactly those bytes, made when a forward needs them and unmapped when
+// the last reference goes. RssAnon never holds them; the page cache does, and can drop them.
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <acc/safetensors.h>
+
+namespace acc::detail {
+
+struct DiskWeight {
+  std::string path;
+  uint64_t offset = 0;  // absolute, in the file
+  uint64_t bytes = 0;
+  at::ScalarType dtype = at::kFloat;
+  std::vector<int64_t> shape;
+};
+
+/// Where `name`'s bytes are in the safetensors file at `path` whose header is `header`
+/// (FormatError when absent).
+DiskWeight disk_weight(const std::string& path, const safetensors::Header& header,
+                       const std::string& name);
+
+/// A CPU tensor over a copy-on-write mapping of the weight's bytes (a copy when the file leaves
+/// them misaligned for their dtype). Writes to it never reach the file.
+at::Tensor map_weight(const DiskWeight& weight);
+
+/// Writes `tensors` to the safetensors file `path` (fsynced, under a temporary name first) and
+/// returns where each landed, in the order given.
+std::vector<DiskWeight> write_disk_weights(const safetensors::NamedTensors& tensors,
+                                           const std::string& path);
+
+}  // namespace acc::detail
