@@ -9,9 +9,11 @@
 #include <sstream>
 #include <string>
 
+#include <acc/accelerator.h>
 #include <acc/big_modeling.h>
 #include <acc/checkpoint_model.h>
 #include <acc/hooks.h>
+#include <acc/state.h>
 #include <acc/testing.h>
 
 #include "big_model.h"
@@ -166,6 +168,21 @@ TEST_F(Dispatch, CheckpointWrittenByPythonInTheHubLayout) {
   }
 }
 
+TEST_F(Dispatch, SaveStateDirectoryOfTheAccelerator) {
+  std::string state_dir;
+  {
+    acc::Accelerator accelerator;
+    auto trained = acc::testing::sequential_lm();
+    acc::load_checkpoint_in_model(trained, checkpoint);
+    accelerator.prepare(trained);
+    state_dir = accelerator.save_state(dir / "state");
+  }
+  acc::PartialState::destroy();
+  auto model = empty_sequential();
+  acc::load_checkpoint_and_dispatch(model, state_dir, acc::DeviceMap{{"", "disk"}});
+  EXPECT_TRUE(torch::equal(run(model), expected));
+}
+
 TEST_F(Dispatch, ConvertedDiskWeightsNeedAnOffloadFolder) {
   auto model = empty_sequential();
   const auto error = message_of([&] {
@@ -237,6 +254,18 @@ TEST_F(Dispatch, CpuWeightsAreCopiedInAroundTheForwardAsForAGpu) {
   EXPECT_TRUE(torch::equal(run(model), expected));
   EXPECT_NE(during, at_rest) << "the forward ran on a copy";
   EXPECT_EQ(weight.data_ptr(), at_rest) << "and the CPU weights are back after it";
+}
+
+TEST_F(Dispatch, DispatchingAgainReplacesTheEarlierDispatch) {
+  auto model = empty_sequential();
+  acc::load_checkpoint_and_dispatch(model, checkpoint, "disk");
+  EXPECT_TRUE(torch::equal(run(model), expected));
+  acc::load_checkpoint_and_dispatch(model, checkpoint, "cpu");
+  EXPECT_TRUE(none_meta(*model));
+  EXPECT_TRUE(torch::equal(run(model), expected));
+  EXPECT_TRUE(none_meta(*model)) << "the disk dispatch's hooks are gone";
+  acc::dispatch_model(model, acc::DeviceMap{{"", "disk"}}, acc::DispatchOptions().offload_folder(dir / "again"));
+  EXPECT_TRUE(torch::equal(run(model), expected));
 }
 
 TEST_F(Dispatch, RemoveHooksLeavesEveryWeightResident) {

@@ -152,6 +152,7 @@ DispatchReport load_checkpoint_and_dispatch(torch::nn::Module& model, const std:
                  unexpected.front() + "'");
   }
 
+  remove_hooks(model);  // an earlier dispatch's weights resident, before they are replaced
   // Where each tensor goes, and its dtype there.
   std::vector<std::string> placement(tensors.size());
   std::vector<at::ScalarType> dtype(tensors.size());

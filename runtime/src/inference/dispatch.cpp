@@ -227,7 +227,9 @@ DispatchReport attach_dispatch(torch::nn::Module& model, const DeviceMap& map,
     report.execution_devices.emplace_back(name, execution_of(device).str());
     execution_devices.insert(execution_of(device).str());
   }
-  const bool several_devices = execution_devices.size() > 1;
+  // Inputs move where a module runs when that is not where every input already is: several
+  // execution devices, or a GPU (inputs usually arrive on the CPU).
+  const bool move_io = execution_devices.size() > 1 || *execution_devices.begin() != "cpu";
 
   // Weights of each entry that rest away from where the entry runs.
   std::vector<std::vector<HookedModule::Weight>> offloaded(map.entries().size());
@@ -258,9 +260,8 @@ DispatchReport attach_dispatch(torch::nn::Module& model, const DeviceMap& map,
   }
   for (const auto& [device, count] : bytes) report.bytes_per_device.emplace_back(device, count);
 
-  auto record = take_record(model);
+  auto record = take_record(model);  // the entry points removed an earlier dispatch's hooks
   for (auto& handle : record.handles) handle.remove();
-  for (auto& hooked : record.hooked) hooked->make_resident();
   record = DispatchRecord{};
   record.owner = model.weak_from_this();
   record.owned = !record.owner.expired();
@@ -280,7 +281,7 @@ DispatchReport attach_dispatch(torch::nn::Module& model, const DeviceMap& map,
     auto module_it = modules.find(entry_name);
     if (module_it == modules.end()) continue;
     const c10::Device execution = execution_of(device);
-    if (offloaded[i].empty() && !several_devices) continue;
+    if (offloaded[i].empty() && !move_io) continue;
 
     std::vector<std::pair<std::string, torch::nn::Module*>> targets;
     hook_targets(*module_it->second, entry_name, targets);
@@ -290,14 +291,14 @@ DispatchReport attach_dispatch(torch::nn::Module& model, const DeviceMap& map,
       hooked->name = target_name;
       hooked->module = target;
       hooked->execution = execution;
-      hooked->move_inputs = several_devices;
+      hooked->move_inputs = move_io;
       std::unordered_set<const void*> mine;
       for (const auto& tensor : target->parameters()) mine.insert(tensor.unsafeGetTensorImpl());
       for (const auto& tensor : target->buffers()) mine.insert(tensor.unsafeGetTensorImpl());
       for (const auto& weight : offloaded[i]) {
         if (mine.count(weight.tensor.unsafeGetTensorImpl()) != 0) hooked->weights.push_back(weight);
       }
-      if (hooked->weights.empty() && !several_devices) continue;
+      if (hooked->weights.empty() && !move_io) continue;
       auto* sequential = sequential_parent(target);
       if (sequential == nullptr && is_builtin(*target) && !hooked->weights.empty() &&
           execution.type() != c10::kCPU) {
@@ -326,7 +327,7 @@ DispatchReport attach_dispatch(torch::nn::Module& model, const DeviceMap& map,
 
   // Output back to the input's device when acc calls the root's last child.
   auto* root = dynamic_cast<torch::nn::SequentialImpl*>(&model);
-  if (options.io_same_device() && several_devices && root != nullptr && root->size() > 0) {
+  if (options.io_same_device() && move_io && root != nullptr && root->size() > 0) {
     auto input_device = std::make_shared<std::optional<c10::Device>>();
     auto& first = *root->children().front();
     auto& last = *root->children().back();

@@ -39,6 +39,7 @@ std::string unique_offload_file(const std::string& folder) {
 DispatchReport dispatch_model(torch::nn::Module& model, const DeviceMap& device_map,
                               const DispatchOptions& options) {
   detail::check_device_map(model, device_map);
+  remove_hooks(model);  // an earlier dispatch's weights resident, before they are replaced
   std::vector<bool> is_buffer;
   const auto tensors = detail::unique_tensors(model, &is_buffer);
   for (const auto& [name, tensor] : tensors) {
