@@ -41,8 +41,8 @@ uint64_t float_bytes(int64_t numel) { return static_cast<uint64_t>(numel) * 4; }
 // DeviceMap
 
 TEST(DeviceMap, NormalisesDevices) {
-  const DeviceMap map{{"embed", "0"}, {"layers.0", "cuda"}, {"layers.1", "cuda:1"}, {"norm", "cpu"}, {"head", "disk"},
-                      {"unused", "meta"}};
+  const DeviceMap map{{"embed", "0"},  {"layers.0", "cuda"}, {"layers.1", "cuda:1"},
+                      {"norm", "cpu"}, {"head", "disk"},     {"unused", "meta"}};
   const std::vector<DeviceMap::Entry> expected{{"embed", "cuda:0"}, {"layers.0", "cuda:0"}, {"layers.1", "cuda:1"},
                                                {"norm", "cpu"},     {"head", "disk"},       {"unused", "meta"}};
   EXPECT_EQ(map.entries(), expected);
@@ -307,8 +307,8 @@ TEST(InferAutoDeviceMap, NoSplitClassesMoveWhole) {
 TEST(InferAutoDeviceMap, ReservesTheLargestLayerOnGpuZeroOnly) {
   TwoPart model;
   // GPU 0 cannot hold a layer beside the reserve; GPU 1 has no reserve and takes two layers.
-  auto options = acc::AutoDeviceMapOptions().max_memory(
-      {{"cuda:0", kLinear + 100}, {"cuda:1", 2 * kLinear}, {"cpu", 1 << 20}});
+  auto options =
+      acc::AutoDeviceMapOptions().max_memory({{"cuda:0", kLinear + 100}, {"cuda:1", 2 * kLinear}, {"cpu", 1 << 20}});
   EXPECT_EQ(acc::infer_auto_device_map(*model, options).entries(),
             (std::vector<DeviceMap::Entry>{{"block", "cuda:1"}, {"head", "cpu"}}));
 }
@@ -371,9 +371,8 @@ TEST(InferAutoDeviceMap, OffloadedBuffersWarnWhenNoGpuHoldsThem) {
   // buffers would stay on the execution device, and GPU 0 has 10 bytes.
   Holder model;
   const auto sizes = as_map(acc::compute_module_sizes(*model));
-  auto options = acc::AutoDeviceMapOptions()
-                     .max_memory({{"cuda:0", 10}, {"cpu", 1 << 20}})
-                     .no_split_module_classes({"Attention"});
+  auto options =
+      acc::AutoDeviceMapOptions().max_memory({{"cuda:0", 10}, {"cpu", 1 << 20}}).no_split_module_classes({"Attention"});
   const auto kept = acc::infer_auto_device_map(*model, options);
   EXPECT_EQ(kept.entries(), (std::vector<DeviceMap::Entry>{{"attn", "cpu"}}));
   ASSERT_EQ(warnings.size(), 1u);
@@ -407,7 +406,7 @@ TEST(BalancedMemory, SpreadsAModelOverTheGpus) {
                            .no_split_module_classes({"Block"});
   const auto balanced = acc::get_balanced_memory(*model, options);
   ASSERT_EQ(balanced.size(), 3u);
-  EXPECT_LT(balanced[0].second, uint64_t{1} << 30);   // GPU 0 gets about half the model
+  EXPECT_LT(balanced[0].second, uint64_t{1} << 30);  // GPU 0 gets about half the model
   EXPECT_EQ(balanced[1].second, uint64_t{1} << 30);  // the last GPU keeps its limit
   EXPECT_EQ(balanced[2].second, uint64_t{1} << 30);
   const auto low_zero = acc::get_balanced_memory(*model, options, /*low_zero=*/true);

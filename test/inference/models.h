@@ -94,8 +94,9 @@ struct TinyLMImpl : torch::nn::Module {
 TORCH_MODULE(TinyLM);
 
 inline torch::nn::Sequential make_mlp(const ModelConfig& c) {
-  return torch::nn::Sequential(torch::nn::Linear(c.dim, c.hidden), torch::nn::ReLU(), torch::nn::Linear(c.hidden, c.hidden),
-                               torch::nn::ReLU(), torch::nn::Linear(c.hidden, c.vocab));
+  return torch::nn::Sequential(torch::nn::Linear(c.dim, c.hidden), torch::nn::ReLU(),
+                               torch::nn::Linear(c.hidden, c.hidden), torch::nn::ReLU(),
+                               torch::nn::Linear(c.hidden, c.vocab));
 }
 
 struct StackImpl : torch::nn::Module {
