@@ -55,9 +55,7 @@ bool starts_with(const std::string& text, const std::string& prefix) {
 // Python's `name + "." in k + "."`: Accelerate's test of whether the tied parameter `k` is inside
 // the module `name`. It is a substring test, not a prefix test ("0" is "inside" "layers.0.weight"),
 // and device maps must come out as Accelerate's do, so it is kept.
-bool inside(const std::string& name, const std::string& k) {
-  return (k + ".").find(name + ".") != std::string::npos;
-}
+bool inside(const std::string& name, const std::string& k) { return (k + ".").find(name + ".") != std::string::npos; }
 
 // Python's named_children(): a child registered twice under one parent is listed once.
 std::vector<std::pair<std::string, size_t>> named_children(const ModuleTree& tree, size_t module) {
@@ -83,8 +81,8 @@ std::vector<const TreeTensor*> own(const std::vector<TreeTensor>& tensors) {
 
 // Python's named_modules(remove_duplicate=dedup), pre-order from `module` at `prefix`.
 template <typename Visit>
-void walk_modules(const ModuleTree& tree, size_t module, const std::string& prefix, bool dedup,
-                  std::vector<char>& seen, const Visit& visit) {
+void walk_modules(const ModuleTree& tree, size_t module, const std::string& prefix, bool dedup, std::vector<char>& seen,
+                  const Visit& visit) {
   if (dedup) {
     if (seen[module]) return;
     seen[module] = 1;
@@ -96,8 +94,8 @@ void walk_modules(const ModuleTree& tree, size_t module, const std::string& pref
 }
 
 // Python's named_parameters()/named_buffers() with recurse=True: (name, tensor) pairs.
-std::vector<std::pair<std::string, const TreeTensor*>> named_tensors(const ModuleTree& tree, size_t root,
-                                                                     bool buffers, bool dedup) {
+std::vector<std::pair<std::string, const TreeTensor*>> named_tensors(const ModuleTree& tree, size_t root, bool buffers,
+                                                                     bool dedup) {
   std::vector<std::pair<std::string, const TreeTensor*>> out;
   std::vector<char> seen(tree.modules.size(), 0);
   std::unordered_set<size_t> memo;
@@ -301,9 +299,8 @@ void clean_device_map(DeviceEntries& entries, const std::string& module_name) {
   for (size_t i = 0; i < entries.size(); ++i) {
     if (starts_with(entries[i].first, prefix)) under.push_back(i);
   }
-  if (under.size() > 1 && std::all_of(under.begin(), under.end(), [&](size_t i) {
-        return entries[i].second == entries[under.front()].second;
-      })) {
+  if (under.size() > 1 && std::all_of(under.begin(), under.end(),
+                                      [&](size_t i) { return entries[i].second == entries[under.front()].second; })) {
     const std::string device = entries[under.front()].second;
     // Python deletes the entries and assigns the module's: in place when the module already has an
     // entry, else at the end; here at the place of the first entry merged, to keep module order.
@@ -324,7 +321,8 @@ void clean_device_map(DeviceEntries& entries, const std::string& module_name) {
   }
 
   // Recurse over the children: the names one level below `module_name` that entries start with.
-  const size_t depth = module_name.empty() ? 1 : static_cast<size_t>(std::count(module_name.begin(), module_name.end(), '.')) + 2;
+  const size_t depth =
+      module_name.empty() ? 1 : static_cast<size_t>(std::count(module_name.begin(), module_name.end(), '.')) + 2;
   std::vector<std::string> children;
   for (const auto& [name, device] : entries) {
     if (!starts_with(name, prefix) || name.size() <= module_name.size()) continue;
@@ -423,7 +421,8 @@ DeviceEntries tree_infer_device_map(const ModuleTree& tree, const PlacementOptio
       for (size_t i = 0; i < tied_groups.size(); ++i) *log << (i ? ", " : "") << names_text(*tied_groups[i]);
       *log << "]\n";
     }
-    if (log && !tied_params.empty()) *log << "  So those parameters need to be taken into account " << names_text(tied_params) << "\n";
+    if (log && !tied_params.empty())
+      *log << "  So those parameters need to be taken into account " << names_text(tied_params) << "\n";
 
     const std::string device = devices[current_device];
     const bool unlimited = device == "disk";
@@ -439,7 +438,8 @@ DeviceEntries tree_infer_device_map(const ModuleTree& tree, const PlacementOptio
     int64_t size_with_ties = module_size;
     std::vector<Item> tied_items;
     for (const auto& p : tied_params) {
-      auto holder = std::find_if(items.begin(), items.end(), [&](const Item& i) { return starts_with(p, i.name + "."); });
+      auto holder =
+          std::find_if(items.begin(), items.end(), [&](const Item& i) { return starts_with(p, i.name + "."); });
       if (holder == items.end()) {
         throw Error("acc: infer_auto_device_map: the parameter '" + p + "' is tied to one in '" + name +
                     "' but is in no module left to place (Accelerate fails here too, with an IndexError)");
@@ -447,7 +447,8 @@ DeviceEntries tree_infer_device_map(const ModuleTree& tree, const PlacementOptio
       tied_items.push_back(*holder);
     }
     for (size_t i = 0; i < tied_params.size(); ++i) {
-      size_with_ties += static_cast<int64_t>(sizes.at(tied_items[i].name)) - static_cast<int64_t>(sizes.at(tied_params[i]));
+      size_with_ties +=
+          static_cast<int64_t>(sizes.at(tied_items[i].name)) - static_cast<int64_t>(sizes.at(tied_params[i]));
     }
     std::vector<std::string> tied_names;
     for (const auto& t : tied_items) tied_names.push_back(t.name);
@@ -472,7 +473,8 @@ DeviceEntries tree_infer_device_map(const ModuleTree& tree, const PlacementOptio
         assign(tied_name, device);
       }
       if (!options.offload_buffers && item.module != kTensor) {
-        buffer_sizes[device] += static_cast<int64_t>(tree_module_sizes(tree, options.dtype_bits, item.module, true).at(""));
+        buffer_sizes[device] +=
+            static_cast<int64_t>(tree_module_sizes(tree, options.dtype_bits, item.module, true).at(""));
       }
       continue;
     }
@@ -480,9 +482,9 @@ DeviceEntries tree_infer_device_map(const ModuleTree& tree, const PlacementOptio
     // The module alone fits: split one of the tied modules if one can be split.
     if (!tied_params.empty() && used[device] + module_size <= current_max_size) {
       if (log) {
-        *log << "Not enough space on " << device_label(device) << " to put " << name << " and " << names_text(tied_names)
-             << " (space available " << bytes_text(current_max_size - used[device]) << ", needed size "
-             << bytes_text(size_with_ties) << ").\n";
+        *log << "Not enough space on " << device_label(device) << " to put " << name << " and "
+             << names_text(tied_names) << " (space available " << bytes_text(current_max_size - used[device])
+             << ", needed size " << bytes_text(size_with_ties) << ").\n";
       }
       bool split_happened = false;
       for (const auto& tied : tied_items) {
@@ -654,11 +656,24 @@ uint64_t element_bits(c10::ScalarType dtype) {
   switch (dtype) {
     case ScalarType::Bool:
       return 1;
-    case ScalarType::UInt1: case ScalarType::UInt2: case ScalarType::UInt3: case ScalarType::UInt4:
-    case ScalarType::UInt5: case ScalarType::UInt6: case ScalarType::UInt7:
-    case ScalarType::Int1: case ScalarType::Int2: case ScalarType::Int3: case ScalarType::Int4:
-    case ScalarType::Int5: case ScalarType::Int6: case ScalarType::Int7:
-    case ScalarType::QUInt4x2: case ScalarType::QUInt2x4: case ScalarType::Bits2x4: case ScalarType::Bits4x2:
+    case ScalarType::UInt1:
+    case ScalarType::UInt2:
+    case ScalarType::UInt3:
+    case ScalarType::UInt4:
+    case ScalarType::UInt5:
+    case ScalarType::UInt6:
+    case ScalarType::UInt7:
+    case ScalarType::Int1:
+    case ScalarType::Int2:
+    case ScalarType::Int3:
+    case ScalarType::Int4:
+    case ScalarType::Int5:
+    case ScalarType::Int6:
+    case ScalarType::Int7:
+    case ScalarType::QUInt4x2:
+    case ScalarType::QUInt2x4:
+    case ScalarType::Bits2x4:
+    case ScalarType::Bits4x2:
     case ScalarType::Float4_e2m1fn_x2:
       return 0;  // Python's name ends in a width under 8 ("uint4", "quint4x2", "float4_e2m1fn_x2")
     default:
@@ -670,12 +685,28 @@ bool converts_to_requested_dtype(c10::ScalarType dtype) {
   using c10::ScalarType;
   switch (dtype) {
     case ScalarType::Bool:
-    case ScalarType::Byte: case ScalarType::Char: case ScalarType::Short: case ScalarType::Int: case ScalarType::Long:
-    case ScalarType::UInt16: case ScalarType::UInt32: case ScalarType::UInt64:
-    case ScalarType::UInt1: case ScalarType::UInt2: case ScalarType::UInt3: case ScalarType::UInt4:
-    case ScalarType::UInt5: case ScalarType::UInt6: case ScalarType::UInt7:
-    case ScalarType::Int1: case ScalarType::Int2: case ScalarType::Int3: case ScalarType::Int4:
-    case ScalarType::Int5: case ScalarType::Int6: case ScalarType::Int7:
+    case ScalarType::Byte:
+    case ScalarType::Char:
+    case ScalarType::Short:
+    case ScalarType::Int:
+    case ScalarType::Long:
+    case ScalarType::UInt16:
+    case ScalarType::UInt32:
+    case ScalarType::UInt64:
+    case ScalarType::UInt1:
+    case ScalarType::UInt2:
+    case ScalarType::UInt3:
+    case ScalarType::UInt4:
+    case ScalarType::UInt5:
+    case ScalarType::UInt6:
+    case ScalarType::UInt7:
+    case ScalarType::Int1:
+    case ScalarType::Int2:
+    case ScalarType::Int3:
+    case ScalarType::Int4:
+    case ScalarType::Int5:
+    case ScalarType::Int6:
+    case ScalarType::Int7:
       return false;
     default:
       return true;

@@ -91,7 +91,8 @@ DeviceMap::DeviceMap(std::initializer_list<Entry> entries) {
 
 void DeviceMap::set(const std::string& module, const std::string& device) {
   if (!valid_module_name(module)) {
-    throw ConfigError("acc: device map: the entry '" + module + "' is not a module name (names are dot-separated, "
+    throw ConfigError("acc: device map: the entry '" + module +
+                      "' is not a module name (names are dot-separated, "
                       "\"\" is the whole model)");
   }
   const std::string normal = device_of_entry(module, device, "device map");
@@ -153,7 +154,8 @@ DeviceMap DeviceMap::from_json(const std::string& text, const std::string& sourc
     throw ConfigError("acc: " + source + " is not valid JSON (" + error.what() + ")");
   }
   if (!json.is_object()) {
-    throw ConfigError("acc: " + source + " is not a JSON object of module names to devices, such as "
+    throw ConfigError("acc: " + source +
+                      " is not a JSON object of module names to devices, such as "
                       "{\"embed\": 0, \"layers.0\": \"cpu\"}");
   }
   DeviceMap map;
@@ -248,7 +250,8 @@ MaxMemory parse_max_memory(const std::vector<std::pair<std::string, std::string>
     }
     out.emplace_back(normal, parse_size(normal, text));
   }
-  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return detail::device_before(a.first, b.first); });
+  std::stable_sort(out.begin(), out.end(),
+                   [](const auto& a, const auto& b) { return detail::device_before(a.first, b.first); });
   return out;
 }
 
@@ -271,7 +274,7 @@ MaxMemory get_max_memory(const MaxMemory& limits) {
       const int gpu = detail::gpu_index(device);
       if (gpu >= gpus) {
         detail::warn("acc: warning: max_memory names " + device + ", but this process sees " + std::to_string(gpus) +
-             " GPU(s)");
+                     " GPU(s)");
       }
     }
     return out;

@@ -25,7 +25,7 @@ class Module;
 namespace acc::detail {
 
 struct TreeTensor {
-  std::string name;           // as registered in its module
+  std::string name;  // as registered in its module
   uint64_t numel = 0;
   uint64_t element_bits = 0;  // Accelerate's dtype_byte_size, in bits (bool: 1)
   bool converts = false;      // loaded in the requested dtype: anything but int*, uint*, bool
@@ -33,7 +33,7 @@ struct TreeTensor {
 };
 
 struct TreeModule {
-  std::string type;  // Module::name(): matched by module_type_matches against no-split classes
+  std::string type;                    // Module::name(): matched by module_type_matches against no-split classes
   std::vector<TreeTensor> parameters;  // own, registration order
   std::vector<TreeTensor> buffers;     // own, registration order
   std::vector<std::pair<std::string, size_t>> children;  // registration order; index into ModuleTree::modules
