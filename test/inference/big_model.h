@@ -25,8 +25,8 @@ inline torch::nn::Sequential sequential_lm() {
   return lm;
 }
 
-struct TinyLMImpl : torch::nn::Module {
-  TinyLMImpl() {
+struct GuardedLMImpl : torch::nn::Module {
+  GuardedLMImpl() {
     embed = register_module("embed", torch::nn::Embedding(kVocab, kDim));
     blocks = register_module("blocks", torch::nn::ModuleList());
     for (int64_t i = 0; i < kBlocks; ++i) blocks->push_back(TransformerBlock(kDim, kHeads, kHidden));
@@ -43,6 +43,6 @@ struct TinyLMImpl : torch::nn::Module {
   torch::nn::LayerNorm norm{nullptr};
   torch::nn::Linear head{nullptr};
 };
-TORCH_MODULE(TinyLM);
+TORCH_MODULE(GuardedLM);
 
 }  // namespace acc::testing

@@ -29,9 +29,9 @@ torch::nn::Sequential empty_sequential() {
   return acc::testing::sequential_lm();
 }
 
-acc::testing::TinyLM empty_tiny() {
+acc::testing::GuardedLM empty_tiny() {
   acc::init_empty_weights empty;
-  return acc::testing::TinyLM();
+  return acc::testing::GuardedLM();
 }
 
 bool all_meta(torch::nn::Module& module) {
@@ -127,7 +127,7 @@ TEST_F(Dispatch, AutoWithLittleMemorySpillsToDiskAndIsBitIdentical) {
 
 TEST_F(Dispatch, GuardLineModulesReleaseAfterTheirFirstForwardAndOthersStayMapped) {
   torch::manual_seed(1);
-  acc::testing::TinyLM tiny_reference;
+  acc::testing::GuardedLM tiny_reference;
   acc::save_model(tiny_reference, dir / "tiny", "40KB");
   torch::Tensor tiny_expected;
   {

@@ -55,11 +55,11 @@ TEST(EmptyWeights, TenGigabyteModelTakesNoMemoryAndNoTime) {
 }
 
 TEST(EmptyWeights, SameNamesShapesDtypesAsAnEagerBuild) {
-  acc::testing::TinyLM eager;
-  acc::testing::TinyLM empty{nullptr};
+  acc::testing::GuardedLM eager;
+  acc::testing::GuardedLM empty{nullptr};
   {
     acc::init_empty_weights guard;
-    empty = acc::testing::TinyLM();
+    empty = acc::testing::GuardedLM();
   }
   const auto expected = eager->named_parameters();
   const auto got = empty->named_parameters();
