@@ -366,7 +366,10 @@ TORCH_MODULE(Holder);
 
 TEST(InferAutoDeviceMap, OffloadedBuffersWarnWhenNoGpuHoldsThem) {
   std::vector<std::string> warnings;
-  auto previous = acc::set_warning_handler([&](const std::string& message) { warnings.push_back(message); });
+  // Only this warning: the other, once per process, says that GPU 0 is not on this machine.
+  auto previous = acc::set_warning_handler([&](const std::string& message) {
+    if (message.find("offload_buffers") != std::string::npos) warnings.push_back(message);
+  });
   // An attention with a 64x64 bool mask (512 bytes of buffers), kept whole, goes to the CPU; its
   // buffers would stay on the execution device, and GPU 0 has 10 bytes.
   Holder model;
