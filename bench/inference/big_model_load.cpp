@@ -114,8 +114,9 @@ int child(const std::string& map, const std::string& dir, int64_t width, int64_t
 
 // Not std::filesystem::remove_all: libtorch.so exports a copy of it that crashes.
 void remove_tree(const std::string& path) {
-  ::nftw(path.c_str(), [](const char* entry, const struct stat*, int, struct FTW*) { return ::remove(entry); },
-         16, FTW_DEPTH | FTW_PHYS);
+  ::nftw(
+      path.c_str(), [](const char* entry, const struct stat*, int, struct FTW*) { return ::remove(entry); }, 16,
+      FTW_DEPTH | FTW_PHYS);
 }
 
 std::vector<std::string> files_in(const std::string& dir) {
@@ -227,8 +228,8 @@ int main(int argc, char** argv) {
       std::max<int64_t>(1, std::llround(size_gb * 1e9 / (4.0 * static_cast<double>(kWidth * kWidth + kWidth))));
 
   const char* tmp_env = std::getenv("TMPDIR");
-  std::string work = std::string(tmp_env != nullptr && *tmp_env != '\0' ? tmp_env : "/tmp") +
-                     "/acc_bench_big_model.XXXXXX";
+  std::string work =
+      std::string(tmp_env != nullptr && *tmp_env != '\0' ? tmp_env : "/tmp") + "/acc_bench_big_model.XXXXXX";
   if (::mkdtemp(work.data()) == nullptr) {
     std::perror("mkdtemp");
     return 1;
@@ -244,18 +245,19 @@ int main(int argc, char** argv) {
       for (const auto& p : model->parameters()) bytes += static_cast<uint64_t>(p.numel()) * p.element_size();
       acc::save_model(model, checkpoint, kShardSize);
     });
-    std::printf("checkpoint: %.2f GB fp32, %lld x Linear(%lld, %lld), %zu files (%s shards + index) in %s, "
-                "built and written in %.1f s\n",
-                static_cast<double>(bytes) / 1e9, static_cast<long long>(layers), static_cast<long long>(kWidth),
-                static_cast<long long>(kWidth), files_in(checkpoint).size(), kShardSize, checkpoint.c_str(),
-                ms / 1000);
+    std::printf(
+        "checkpoint: %.2f GB fp32, %lld x Linear(%lld, %lld), %zu files (%s shards + index) in %s, "
+        "built and written in %.1f s\n",
+        static_cast<double>(bytes) / 1e9, static_cast<long long>(layers), static_cast<long long>(kWidth),
+        static_cast<long long>(kWidth), files_in(checkpoint).size(), kShardSize, checkpoint.c_str(), ms / 1000);
   }
-  std::printf("runs: %d pairs, each run a fresh process, acc and Python alternating; %s page cache (%s); "
-              "OMP_NUM_THREADS=%s; first forward on a %lld x %lld batch\n\n",
-              pairs, cache.c_str(),
-              cache == "cold" ? "checkpoint evicted with posix_fadvise(DONTNEED) before each run"
-                              : "checkpoint read once before each run",
-              threads.c_str(), static_cast<long long>(kBatch), static_cast<long long>(kWidth));
+  std::printf(
+      "runs: %d pairs, each run a fresh process, acc and Python alternating; %s page cache (%s); "
+      "OMP_NUM_THREADS=%s; first forward on a %lld x %lld batch\n\n",
+      pairs, cache.c_str(),
+      cache == "cold" ? "checkpoint evicted with posix_fadvise(DONTNEED) before each run"
+                      : "checkpoint read once before each run",
+      threads.c_str(), static_cast<long long>(kBatch), static_cast<long long>(kWidth));
 
   const std::vector<Variant> variants = {
       {"cpu", "acc", "acc", ""},
@@ -265,20 +267,17 @@ int main(int argc, char** argv) {
       {"disk-index", "python", "accelerate (offload_index)", "disk-index"},
   };
   const auto files = files_in(checkpoint);
+  const std::vector<std::string> model_args = {checkpoint, std::to_string(kWidth), std::to_string(layers),
+                                               std::to_string(kBatch)};
   std::map<std::string, std::vector<Result>> results;  // by label + map
   std::vector<double> sums;
   for (int pair = 0; pair < pairs; ++pair) {
     for (const auto& v : variants) {
       const std::string offload = work + "/offload";
-      std::vector<std::string> args;
-      if (v.side == "acc") {
-        args = {"/proc/self/exe", "--child", v.map, checkpoint, std::to_string(kWidth), std::to_string(layers),
-                std::to_string(kBatch)};
-      } else {
-        args = {python, script, v.python_map, checkpoint, std::to_string(kWidth), std::to_string(layers),
-                std::to_string(kBatch)};
-        if (v.python_map == "disk") args.push_back(offload);
-      }
+      std::vector<std::string> args = v.side == "acc" ? std::vector<std::string>{"/proc/self/exe", "--child", v.map}
+                                                      : std::vector<std::string>{python, script, v.python_map};
+      args.insert(args.end(), model_args.begin(), model_args.end());
+      if (v.python_map == "disk") args.push_back(offload);
       prepare_cache(files, cache == "warm");
       const Result r = run(args, threads, work);
       remove_tree(offload);  // Python's copy of the weights; the next run writes its own
@@ -314,8 +313,7 @@ int main(int argc, char** argv) {
     const double ap = median_of(a, &Result::peak_mib), pp = median_of(p, &Result::peak_mib);
     const double ab = median_of(a, &Result::base_mib), pb = median_of(p, &Result::base_mib);
     std::printf("%-5s vs %-28s load %6.3g  first fwd %6.3g  load+fwd %6.3g  peak RSS %6.3g  peak above start %6.3g\n",
-                a.map.c_str(), p.label.c_str(), al / pl, af / pf, at / pt, ap / pp,
-                (ap - ab) / (pp - pb));
+                a.map.c_str(), p.label.c_str(), al / pl, af / pf, at / pt, ap / pp, (ap - ab) / (pp - pb));
   };
   ratio_row(variants[0], variants[1]);
   ratio_row(variants[2], variants[3]);

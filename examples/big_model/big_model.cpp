@@ -127,6 +127,9 @@ const std::vector<int64_t> kPrompt = {17, 42, 7, 256, 99};
   std::exit(2);
 }
 
+// The model has `positions` position embeddings: prompt + generated tokens must fit.
+int64_t max_tokens() { return demo::Config().positions - static_cast<int64_t>(kPrompt.size()); }
+
 void print_usage() {
   std::cout << "usage: " << kProgram << " [--checkpoint DIR] [--max-cpu-memory SIZE] [--tokens N]\n"
             << "\n"
@@ -138,8 +141,7 @@ void print_usage() {
             << "\n"
             << "  --checkpoint DIR       checkpoint directory (default: acc-big-model-checkpoint)\n"
             << "  --max-cpu-memory SIZE  weights kept in memory, e.g. 16MB, 20MiB, 0 (default: 16MB)\n"
-            << "  --tokens N             tokens to generate, 1.." << demo::Config().positions - static_cast<int64_t>(kPrompt.size())
-            << " (default: 8)\n"
+            << "  --tokens N             tokens to generate, 1.." << max_tokens() << " (default: 8)\n"
             << "  --help                 this text\n";
 }
 
@@ -182,7 +184,7 @@ Flags parse_flags(int argc, char** argv) {
       }
       flags.max_cpu_memory = value;
     } else {
-      const int64_t most = demo::Config().positions - static_cast<int64_t>(kPrompt.size());
+      const int64_t most = max_tokens();
       char* end = nullptr;
       const long long n = std::strtoll(value.c_str(), &end, 10);
       if (*end != '\0' || n < 1 || n > most) {
