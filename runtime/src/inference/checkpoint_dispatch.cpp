@@ -204,8 +204,15 @@ DispatchReport load_checkpoint_and_dispatch(torch::nn::Module& model, const std:
           continue;
         }
         const c10::Device device(placement[i]);
-        detail::replace_data(out.tensor,
-                             file().tensor(sources[i]->name).to(device, dtype[i], false, /*copy=*/true));
+        auto value = file().tensor(sources[i]->name);
+        if (device.is_cpu() && value.scalar_type() == dtype[i]) {
+          // As Python's safetensors: the mapping itself (copy-on-write), its pages read ahead now
+          // and kept by the page cache; a copy would first need as much fresh anonymous memory.
+          detail::read_ahead(value);
+        } else {
+          value = value.to(device, dtype[i], /*non_blocking=*/false, /*copy=*/true);
+        }
+        detail::replace_data(out.tensor, value);
       }
       if (!converted.empty()) {
         const auto stem = fs::path(shards[s].path).stem().string();

@@ -59,6 +59,15 @@ at::Tensor map_weight(const DiskWeight& weight) {
                        options);
 }
 
+void read_ahead(const at::Tensor& tensor) {
+  const auto bytes = static_cast<uintptr_t>(tensor.numel()) * tensor.element_size();
+  if (bytes == 0) return;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(tensor.data_ptr()) / page * page;
+  const auto end = reinterpret_cast<uintptr_t>(tensor.data_ptr()) + bytes;
+  ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED);  // advice: failure is harmless
+}
+
 std::vector<DiskWeight> write_disk_weights(const safetensors::NamedTensors& tensors,
                                            const std::string& path) {
   const std::string temporary = path + ".tmp";

@@ -29,6 +29,9 @@ DiskWeight disk_weight(const std::string& path, const safetensors::Header& heade
 /// them misaligned for their dtype). Writes to it never reach the file.
 at::Tensor map_weight(const DiskWeight& weight);
 
+/// Asks the kernel to read the pages under `tensor` (a CPU tensor over a mapping) ahead.
+void read_ahead(const at::Tensor& tensor);
+
 /// Writes `tensors` to the safetensors file `path` (fsynced, under a temporary name first) and
 /// returns where each landed, in the order given.
 std::vector<DiskWeight> write_disk_weights(const safetensors::NamedTensors& tensors,

@@ -143,11 +143,13 @@ DispatchRecord take_record(const torch::nn::Module& model) {
   return record;
 }
 
-// The modules whose hooks will carry an entry's weights: the entry itself, or for containers
-// (which are never "called" as such, or call their children through AnyModule) their children.
+// The modules whose hooks will carry an entry's weights: the entry itself, or the children of
+// containers (never called as such, or calling their children through AnyModule) and of the root
+// (whose forward the user calls; Accelerate hooks every submodule there too).
 void hook_targets(torch::nn::Module& module, const std::string& name,
                   std::vector<std::pair<std::string, torch::nn::Module*>>& out) {
-  if (!is_container(module) || module.children().empty()) {
+  const bool descend = is_container(module) || name.empty();
+  if (!descend || module.children().empty()) {
     out.emplace_back(name, &module);
     return;
   }
@@ -286,6 +288,7 @@ DispatchReport attach_dispatch(torch::nn::Module& model, const DeviceMap& map,
     std::vector<std::pair<std::string, torch::nn::Module*>> targets;
     hook_targets(*module_it->second, entry_name, targets);
     // The weights each target carries: those under its name.
+    std::unordered_set<const void*> carried;
     for (const auto& [target_name, target] : targets) {
       auto hooked = std::make_shared<HookedModule>();
       hooked->name = target_name;
@@ -296,7 +299,10 @@ DispatchReport attach_dispatch(torch::nn::Module& model, const DeviceMap& map,
       for (const auto& tensor : target->parameters()) mine.insert(tensor.unsafeGetTensorImpl());
       for (const auto& tensor : target->buffers()) mine.insert(tensor.unsafeGetTensorImpl());
       for (const auto& weight : offloaded[i]) {
-        if (mine.count(weight.tensor.unsafeGetTensorImpl()) != 0) hooked->weights.push_back(weight);
+        if (mine.count(weight.tensor.unsafeGetTensorImpl()) != 0) {
+          hooked->weights.push_back(weight);
+          carried.insert(weight.tensor.unsafeGetTensorImpl());
+        }
       }
       if (hooked->weights.empty() && !move_io) continue;
       auto* sequential = sequential_parent(target);
@@ -322,6 +328,13 @@ DispatchReport attach_dispatch(torch::nn::Module& model, const DeviceMap& map,
         hooked->seam_seen = false;
       }
       record.hooked.push_back(std::move(hooked));
+    }
+    // A container's or the root's own weights: no hook carries them, so they rest where they run.
+    torch::NoGradGuard no_grad;
+    for (const auto& weight : offloaded[i]) {
+      if (carried.count(weight.tensor.unsafeGetTensorImpl()) != 0) continue;
+      replace_data(weight.tensor, weight.disk ? map_weight(weight.bytes).to(execution)
+                                              : weight.cpu_value.to(execution));
     }
   }
 
