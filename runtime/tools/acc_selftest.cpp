@@ -7,15 +7,21 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <random>
 #include <thread>
-#include <unistd.h>
 
 #include <acc/acc.h>
 
@@ -38,16 +44,27 @@ void check_process_state(acc::Accelerator& accelerator) {
 }
 
 void check_main_process_first(acc::Accelerator& accelerator) {
-  // One marker file per machine: the job id is rank 0's pid, shared by broadcast.
-  auto job = accelerator.broadcast(torch::tensor({static_cast<int64_t>(::getpid())})).item<int64_t>();
-  const auto marker = std::filesystem::temp_directory_path() /
-                      ("acc-selftest-" + std::to_string(job) + "-" +
-                       std::to_string(accelerator.state().launch().master_port));
+  // One marker file per machine in the shared $TMPDIR. Its name is a random token from rank 0 that
+  // nobody else can guess, and it is created exclusively without following links, so a file or
+  // link another user planted is never written through (a predictable name was).
+  std::random_device random;
+  const int64_t token = (static_cast<int64_t>(random() >> 1) << 31) ^ random();
+  const auto shared = accelerator.broadcast(torch::tensor({token})).item<int64_t>();
+  // Machines that share a $TMPDIR (two on one host) each get their own, named after their local
+  // main's rank (ranks are numbered machine by machine).
+  const int local_main = accelerator.process_index() - accelerator.local_process_index();
+  char name[80];
+  std::snprintf(name, sizeof(name), "acc-selftest-%016llx-%d", static_cast<unsigned long long>(shared),
+                local_main);
+  const auto marker = std::filesystem::temp_directory_path() / name;
   {
     auto guard = accelerator.local_main_process_first();
     if (accelerator.is_local_main_process()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      std::ofstream(marker) << "local main was here\n";
+      const int fd = ::open(marker.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+      require(fd >= 0, "could not create the marker " + marker.string() + " exclusively (" +
+                           std::strerror(errno) + "); is something already there?");
+      ::close(fd);
     } else {
       require(std::filesystem::exists(marker),
               "local_main_process_first let a process in before the local main process");
