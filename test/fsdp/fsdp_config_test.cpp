@@ -10,6 +10,7 @@
 #include <acc/fsdp.h>
 #include <acc/options.h>
 
+#include "error_text.h"
 #include "env_fixture.h"
 #include "fsdp/wrap_policy.h"
 
@@ -20,12 +21,7 @@ using acc::StateDictType;
 using acc::testing::fake_env;
 
 std::string config_error(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const acc::ConfigError& e) {
-    return e.what();
-  }
-  return "";
+  return acc::testing::error_text<acc::ConfigError>(body, "");
 }
 
 TEST(FsdpConfig, OffUnlessAskedFor) {

@@ -17,6 +17,7 @@
 #include <acc/testing.h>
 
 #include "big_model.h"
+#include "error_text.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
@@ -43,14 +44,7 @@ bool all_meta(torch::nn::Module& module) {
 
 bool none_meta(torch::nn::Module& module) { return !acc::has_meta_tensors(module); }
 
-std::string message_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const std::exception& error) {
-    return error.what();
-  }
-  return "(no error)";
-}
+std::string message_of(const std::function<void()>& action) { return acc::testing::error_text(action); }
 
 class Dispatch : public ::testing::Test {
  protected:

@@ -10,6 +10,7 @@
 #include <acc/tracking.h>
 
 #include "tracking/tracker_set.h"
+#include "error_text.h"
 #include "tracking_util.h"
 
 namespace {
@@ -18,12 +19,7 @@ using acc::detail::TrackerSet;
 using acc::testing::ScratchDir;
 
 std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const acc::ConfigError& e) {
-    return e.what();
-  }
-  return "(no acc::ConfigError)";
+  return acc::testing::error_text<acc::ConfigError>(action, "(no acc::ConfigError)");
 }
 
 struct Recorder : acc::GeneralTracker {
