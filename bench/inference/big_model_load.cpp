@@ -12,8 +12,8 @@
 // at the checkpoint's files (and {"": "disk"} alone fails, see big_model_load.py). Its other way,
 // dispatch_model with an offload_index naming the checkpoint's own files (what transformers'
 // from_pretrained does), is a third row. Python's "cpu" weights are zero-copy views of the
-// safetensors mappings (read at first touch, i.e. in the first forward); acc's are copied into
-// memory at load: compare load + first forward.
+// safetensors mappings (read at first touch, i.e. in the first forward); acc's are too, read
+// ahead at load (MADV_WILLNEED): compare load + first forward.
 //
 // Every run is a child process (its own page cache use and RSS). Cold by default: the checkpoint's
 // pages are evicted (posix_fadvise DONTNEED) before each run, so each side reads from the disk, as
@@ -50,6 +50,7 @@
 #include <acc/checkpoint_model.h>
 #include <acc/device_map.h>
 
+#include "memory.h"
 #include "timing.h"
 
 #ifndef ACC_PYTHON
@@ -81,17 +82,9 @@ torch::nn::Sequential make_model(int64_t width, int64_t layers) {
   return model;
 }
 
-double status_mib(const std::string& field) {
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind(field + ":", 0) == 0) return std::stod(line.substr(field.size() + 1)) / 1024.0;
-  }
-  return -1;
-}
-
 // One measured acc run, in its own process: prints the same RESULT line as big_model_load.py.
 int child(const std::string& map, const std::string& dir, int64_t width, int64_t layers, int64_t batch) {
-  const double base_rss = status_mib("VmRSS");
+  const double base_rss = acc::bench::status_mib("VmRSS");
   auto start = std::chrono::steady_clock::now();
   torch::nn::Sequential model = nullptr;
   {
@@ -107,7 +100,7 @@ int child(const std::string& map, const std::string& dir, int64_t width, int64_t
   start = std::chrono::steady_clock::now();
   const auto y = model->forward(x);
   const double forward_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  std::printf("RESULT %.1f %.1f %.1f %.1f %.9g\n", load_ms, forward_ms, status_mib("VmHWM"), base_rss,
+  std::printf("RESULT %.1f %.1f %.1f %.1f %.9g\n", load_ms, forward_ms, acc::bench::status_mib("VmHWM"), base_rss,
               y.to(torch::kDouble).sum().item<double>());
   return 0;
 }

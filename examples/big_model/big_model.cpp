@@ -272,15 +272,8 @@ int main(int argc, char** argv) {
     std::cout << "blocks:\n";
     for (int64_t i = 0; i < config.blocks; ++i) {
       const std::string name = "blocks." + std::to_string(i);
-      std::string runs_on = "?";
-      size_t longest = 0;
-      for (const auto& [module, device] : report.execution_devices) {
-        const bool covers = module.empty() || name == module || name.rfind(module + ".", 0) == 0;
-        if (covers && (runs_on == "?" || module.size() >= longest)) {
-          runs_on = device;
-          longest = module.size();
-        }
-      }
+      const auto entry = report.device_map.entry_of(name);
+      const std::string runs_on = entry ? report.execution_devices[*entry].second : "?";
       std::cout << "  " << name << ": weights on " << report.device_map.device_of(name).value_or("?")
                 << ", runs on " << runs_on << "\n";
     }

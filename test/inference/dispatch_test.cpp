@@ -17,6 +17,7 @@
 #include <acc/testing.h>
 
 #include "big_model.h"
+#include "hooks/hook_registry.h"
 #include "error_text.h"
 #include "test_util.h"
 
@@ -269,6 +270,95 @@ TEST_F(Dispatch, RemoveHooksLeavesEveryWeightResident) {
   EXPECT_TRUE(none_meta(*model));
   EXPECT_TRUE(torch::equal(run(model), expected));
   EXPECT_TRUE(none_meta(*model)) << "no hooks release them any more";
+}
+
+// The output layer uses the embedding's weight (one TensorImpl under two names).
+struct TiedHeadImpl : torch::nn::Module {
+  explicit TiedHeadImpl(const torch::Tensor& shared) { weight = register_parameter("weight", shared); }
+  torch::Tensor forward(torch::Tensor x) { return torch::matmul(x, weight.t()); }
+  torch::Tensor weight;
+};
+TORCH_MODULE(TiedHead);
+
+torch::nn::Sequential tied_lm() {
+  torch::nn::Sequential lm;
+  torch::nn::Embedding embed(acc::testing::kVocab, acc::testing::kDim);
+  lm->push_back("embed", embed);
+  lm->push_back("block", acc::testing::TransformerBlock(acc::testing::kDim, acc::testing::kHeads,
+                                                        acc::testing::kHidden));
+  lm->push_back("head", TiedHead(embed->weight));
+  return lm;
+}
+
+TEST_F(Dispatch, TiedWeightsOfTwoDiskEntriesAreBroughtInByBoth) {
+  torch::manual_seed(2);
+  auto tied_reference = tied_lm();
+  acc::save_model(tied_reference, dir / "tied");
+  torch::Tensor tied_expected;
+  {
+    torch::NoGradGuard no_grad;
+    tied_expected = tied_reference->forward(ids);
+  }
+  auto model = [] {
+    acc::init_empty_weights empty;
+    return tied_lm();
+  }();
+  acc::load_checkpoint_and_dispatch(model, dir / "tied",
+                                    acc::DeviceMap{{"embed", "disk"}, {"block", "cpu"}, {"head", "disk"}});
+  EXPECT_TRUE(torch::equal(run(model), tied_expected)) << "the head runs after the embedding released the weight";
+}
+
+TEST_F(Dispatch, ModulesNoHookCanReachAreRefusedBeforeAnythingChanges) {
+  // A GPU execution device (never touched: the check comes first) with the root's built-in
+  // children (embedding, norm, head), which its forward calls directly, kept on disk.
+  auto model = empty_tiny();
+  const auto error = message_of([&] {
+    acc::load_checkpoint_and_dispatch(model, checkpoint, acc::DeviceMap{{"", "disk"}},
+                                      acc::DispatchOptions().execution_device(torch::Device("cuda:0")));
+  });
+  EXPECT_NE(error.find("'embed' (torch::nn::EmbeddingImpl) keeps its weights on disk and runs on cuda:0"),
+            std::string::npos)
+      << error;
+  EXPECT_TRUE(all_meta(*model)) << "nothing loaded";
+  for (const auto& module : model->modules()) {
+    EXPECT_FALSE(acc::detail::has_module_hooks(*module)) << module->name() << " was hooked";
+  }
+}
+
+TEST_F(Dispatch, ModelsSharingAnOffloadFolderKeepTheirOwnWeights) {
+  torch::manual_seed(3);
+  auto other = acc::testing::sequential_lm();
+  acc::save_model(other, dir / "other", "40KB");  // same shard names as `checkpoint`, other values
+  torch::Tensor other_expected;
+  {
+    torch::NoGradGuard no_grad;
+    other_expected = other->forward(ids).to(torch::kBFloat16);
+  }
+  const auto options = acc::DispatchOptions().dtype(torch::kBFloat16).offload_folder(dir / "shared");
+  auto first = empty_sequential();
+  acc::load_checkpoint_and_dispatch(first, checkpoint, "disk", options);
+  const auto first_output = run(first);
+  auto second = empty_sequential();
+  acc::load_checkpoint_and_dispatch(second, dir / "other", "disk", options);
+  EXPECT_TRUE(torch::equal(run(first), first_output)) << "the second load replaced the first's files";
+  EXPECT_FALSE(torch::equal(run(second), first_output));
+}
+
+TEST_F(Dispatch, ADestroyedModelsOffloadedWeightsAreFreed) {
+  acc::testing::ForcedOnCpu paths;
+  paths.offload_copies = true;
+  acc::testing::ForceOnCpuGuard copies(paths);
+  c10::weak_intrusive_ptr<c10::TensorImpl> weight{c10::intrusive_ptr<c10::TensorImpl>()};
+  {
+    auto model = empty_sequential();
+    acc::load_checkpoint_and_dispatch(model, checkpoint, "cpu");
+    weight = c10::weak_intrusive_ptr<c10::TensorImpl>(
+        model->named_parameters()["block1.qkv.weight"].getIntrusivePtr());
+    EXPECT_TRUE(torch::equal(run(model), expected));
+  }
+  auto next = empty_sequential();
+  acc::load_checkpoint_and_dispatch(next, checkpoint, "cpu");  // dispatching sweeps dead models
+  EXPECT_TRUE(weight.expired());
 }
 
 TEST_F(Dispatch, DispatchModelAndTheOffloadShortcutsOnALoadedModel) {

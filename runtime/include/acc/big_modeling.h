@@ -83,7 +83,7 @@ struct DispatchOptions {
 /// What a dispatch decided, to print or test.
 struct DispatchReport {
   DeviceMap device_map;
-  /// Module -> where it runs.
+  /// Each map entry (in device_map's order, so device_map.entry_of(name) indexes it) -> where it runs.
   std::vector<std::pair<std::string, std::string>> execution_devices;
   /// Bytes of weights on each device ("cuda:0", "cpu", "disk").
   std::vector<std::pair<std::string, uint64_t>> bytes_per_device;

@@ -36,6 +36,8 @@ class DeviceMap {
   /// The device of the longest entry that is `name` or a dot-separated prefix of it (a module,
   /// parameter or buffer name); nullopt when no entry covers it.
   std::optional<std::string> device_of(const std::string& name) const;
+  /// That entry's index in entries(); nullopt when no entry covers `name`.
+  std::optional<size_t> entry_of(const std::string& name) const;
   /// The distinct devices, in order of first appearance.
   std::vector<std::string> devices() const;
 

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <type_traits>
 #include <vector>
@@ -102,7 +103,7 @@ class ForwardHooksGuard {
   at::Tensor& close(at::Tensor& output);
 
  private:
-  void open(torch::nn::Module& module, std::vector<at::Tensor*> inputs);
+  void open(torch::nn::Module& module, std::initializer_list<at::Tensor*> inputs);
   void run_post_hooks();
   torch::nn::Module* module_ = nullptr;  // null: nothing to run at exit
   int uncaught_ = 0;

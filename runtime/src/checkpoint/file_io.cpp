@@ -63,6 +63,23 @@ FileHandle create_file(const std::string& path) {
   return FileHandle(fd, path);
 }
 
+FileHandle open_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw_system_error("open", path);
+  return FileHandle(fd, path);
+}
+
+void read_exact_at(const FileHandle& file, void* out, size_t size, uint64_t offset) {
+  auto* bytes = static_cast<char*>(out);
+  for (size_t done = 0; done < size;) {
+    const ssize_t got = ::pread(file.fd(), bytes + done, size - done, static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) throw_system_error("read", file.path());
+    if (got == 0) throw Error("acc: '" + file.path() + "' ends before the bytes it should hold (truncated?)");
+    done += static_cast<size_t>(got);
+  }
+}
+
 void write_text_file(const std::string& path, const std::string& text) {
   auto file = create_file(path);
   file.write_all(text.data(), text.size());

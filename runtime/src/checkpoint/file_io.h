@@ -2,6 +2,7 @@
 // POSIX file helpers shared by the checkpoint writers and readers; every failure is an acc::Error
 // naming the path and the system's reason.
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,11 @@ class FileHandle {
 
 /// Creates or truncates `path` for writing.
 FileHandle create_file(const std::string& path);
+/// Opens `path` for reading.
+FileHandle open_file(const std::string& path);
+/// Reads exactly `size` bytes at `offset` (retrying short reads and EINTR); an error naming the
+/// file when it cannot (including a file that ends first).
+void read_exact_at(const FileHandle& file, void* out, size_t size, uint64_t offset);
 /// Writes `text` to `path` (created or truncated).
 void write_text_file(const std::string& path, const std::string& text);
 std::string read_text_file(const std::string& path);

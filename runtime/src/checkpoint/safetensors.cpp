@@ -168,36 +168,21 @@ at::Tensor MappedFile::make_tensor(const TensorInfo& info) const {
 }
 
 Header read_header(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) acc::detail::throw_system_error("open the safetensors file", path);
+  const auto file = acc::detail::open_file(path);
   struct stat info {};
-  std::string bytes(8, '\0');
-  auto read_at = [&](char* out, size_t length, uint64_t offset) {
-    for (size_t done = 0; done < length;) {
-      const ssize_t got = ::pread(fd, out + done, length - done, static_cast<off_t>(offset + done));
-      if (got <= 0) return false;
-      done += static_cast<size_t>(got);
-    }
-    return true;
-  };
-  if (::fstat(fd, &info) != 0) {
-    ::close(fd);
-    acc::detail::throw_system_error("stat", path);
-  }
+  if (::fstat(file.fd(), &info) != 0) acc::detail::throw_system_error("stat", path);
   const uint64_t size = static_cast<uint64_t>(info.st_size);
-  if (size >= 8 && read_at(bytes.data(), 8, 0)) {
+  std::string bytes(std::min<uint64_t>(size, 8), '\0');
+  acc::detail::read_exact_at(file, bytes.data(), bytes.size(), 0);
+  if (size >= 8) {
     uint64_t length = 0;
     std::memcpy(&length, bytes.data(), 8);
-    if (length <= kMaxHeaderBytes && length <= size - 8) {
+    if (length <= kMaxHeaderBytes && length <= size - 8) {  // else parse_header names the problem
       bytes.resize(8 + length);
-      if (!read_at(bytes.data() + 8, length, 8)) {
-        ::close(fd);
-        acc::detail::throw_system_error("read the header of", path);
-      }
+      acc::detail::read_exact_at(file, bytes.data() + 8, length, 8);
     }
   }
-  ::close(fd);
-  // parse_header reads only the length and the JSON, and checks them against the file's size.
+  // parse_header reads the length and the JSON only, and checks them against the file's size.
   return parse_header(reinterpret_cast<const uint8_t*>(bytes.data()), static_cast<size_t>(size), path);
 }
 

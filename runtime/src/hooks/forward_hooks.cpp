@@ -162,14 +162,14 @@ HookHandle register_backward_pre_hook(torch::nn::Module& module, ModuleHook hook
   return add_hook(module, ignoring_args(std::move(hook)), Kind::kBackwardPre);
 }
 
-void ForwardHooksGuard::open(torch::nn::Module& module, std::vector<at::Tensor*> inputs) {
+void ForwardHooksGuard::open(torch::nn::Module& module, std::initializer_list<at::Tensor*> inputs) {
   if (std::find(open_guards.begin(), open_guards.end(), &module) != open_guards.end()) return;
   {
     auto& reg = registry();
     std::lock_guard<std::mutex> lock(reg.mutex);
     if (live_hooks(reg, module) == nullptr) return;
   }
-  args_.inputs = std::move(inputs);
+  args_.inputs.assign(inputs.begin(), inputs.end());  // only for hooked modules: no allocation otherwise
   for (const auto& hook : hooks_of(module, Kind::kPre)) hook(module, args_);
   module_ = &module;
   uncaught_ = std::uncaught_exceptions();

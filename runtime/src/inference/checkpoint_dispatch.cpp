@@ -86,6 +86,7 @@ DispatchReport load_checkpoint_and_dispatch(torch::nn::Module& model, const std:
                                             const DeviceMap& device_map,
                                             const DispatchOptions& options) {
   detail::check_device_map(model, device_map);
+  detail::check_hooks_can_run(model, device_map, options);
   if (options.dtype() && !at::isFloatingType(*options.dtype())) {
     throw ConfigError(std::string("acc: dtype ") + c10::toString(*options.dtype()) +
                       " is not a floating-point type; weights are converted only to float, "
@@ -152,7 +153,6 @@ DispatchReport load_checkpoint_and_dispatch(torch::nn::Module& model, const std:
                  unexpected.front() + "'");
   }
 
-  remove_hooks(model);  // an earlier dispatch's weights resident, before they are replaced
   // Where each tensor goes, and its dtype there.
   std::vector<std::string> placement(tensors.size());
   std::vector<at::ScalarType> dtype(tensors.size());
@@ -172,7 +172,7 @@ DispatchReport load_checkpoint_and_dispatch(torch::nn::Module& model, const std:
     throw ConfigError("acc: weights mapped to \"disk\" need converting to another dtype, so they "
                       "are written once to an offload folder; set DispatchOptions().offload_folder(dir)");
   }
-  if (needs_folder) fs::create_directories(options.offload_folder());
+  remove_hooks(model);  // every check passed: an earlier dispatch's weights resident, then replaced
 
   // Pass 2, one shard at a time.
   std::vector<detail::PlacedTensor> placed(tensors.size());
@@ -185,6 +185,7 @@ DispatchReport load_checkpoint_and_dispatch(torch::nn::Module& model, const std:
         if (!mapped) mapped.emplace(shards[s].path);
         return *mapped;
       };
+      std::shared_ptr<const detail::FileHandle> open_shard;  // what its disk weights read from
       safetensors::NamedTensors converted;
       std::vector<size_t> converted_index;
       for (const auto i : c10::irange(tensors.size())) {
@@ -196,7 +197,8 @@ DispatchReport load_checkpoint_and_dispatch(torch::nn::Module& model, const std:
         out.buffer = is_buffer[i];
         if (placement[i] == "disk") {
           if (dtype[i] == sources[i]->dtype) {
-            out.disk = detail::disk_weight(shards[s].path, headers[s], sources[i]->name);
+            if (!open_shard) open_shard = std::make_shared<const detail::FileHandle>(detail::open_file(shards[s].path));
+            out.disk = detail::disk_weight(open_shard, headers[s], sources[i]->name);
           } else {
             converted.emplace_back(tensors[i].first, file().tensor(sources[i]->name).to(dtype[i]));
             converted_index.push_back(i);
@@ -215,11 +217,8 @@ DispatchReport load_checkpoint_and_dispatch(torch::nn::Module& model, const std:
         detail::replace_data(out.tensor, value);
       }
       if (!converted.empty()) {
-        const auto stem = fs::path(shards[s].path).stem().string();
-        const auto path = (fs::path(options.offload_folder()) /
-                           (stem + "." + c10::toString(dtype[converted_index.front()]) + ".safetensors"))
-                              .string();
-        const auto written = detail::write_disk_weights(converted, path);
+        const auto written = detail::write_disk_weights(converted, options.offload_folder(),
+                                                        fs::path(shards[s].path).stem().string());
         for (const auto k : c10::irange(written.size())) placed[converted_index[k]].disk = written[k];
       }
     }

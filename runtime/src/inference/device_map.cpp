@@ -105,16 +105,21 @@ void DeviceMap::set(const std::string& module, const std::string& device) {
   entries_.emplace_back(module, normal);
 }
 
-std::optional<std::string> DeviceMap::device_of(const std::string& name) const {
-  const Entry* best = nullptr;
-  for (const auto& entry : entries_) {
-    const auto& key = entry.first;
+std::optional<size_t> DeviceMap::entry_of(const std::string& name) const {
+  std::optional<size_t> best;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const auto& key = entries_[i].first;
     const bool covers = key.empty() || key == name ||
                         (name.size() > key.size() && name.compare(0, key.size(), key) == 0 && name[key.size()] == '.');
-    if (covers && (best == nullptr || key.size() > best->first.size())) best = &entry;
+    if (covers && (!best || key.size() > entries_[*best].first.size())) best = i;
   }
-  if (best == nullptr) return std::nullopt;
-  return best->second;
+  return best;
+}
+
+std::optional<std::string> DeviceMap::device_of(const std::string& name) const {
+  const auto entry = entry_of(name);
+  if (!entry) return std::nullopt;
+  return entries_[*entry].second;
 }
 
 std::vector<std::string> DeviceMap::devices() const {

@@ -3,57 +3,43 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
 
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
-#include <memory>
-
-#include "checkpoint/file_io.h"
+#include <filesystem>
 
 namespace acc::detail {
 
-DiskWeight disk_weight(const std::string& path, const safetensors::Header& header,
+DiskWeight disk_weight(std::shared_ptr<const FileHandle> file, const safetensors::Header& header,
                        const std::string& name) {
   for (const auto& info : header.tensors) {
     if (info.name != name) continue;
     DiskWeight weight;
-    weight.path = path;
+    weight.file = std::move(file);
     weight.offset = header.data_start + info.begin;
     weight.bytes = info.end - info.begin;
     weight.dtype = safetensors::to_torch(info.dtype);
     weight.shape = info.shape;
     return weight;
   }
-  throw safetensors::FormatError("acc: '" + path + "' has no tensor named '" + name + "'");
+  throw safetensors::FormatError("acc: '" + file->path() + "' has no tensor named '" + name + "'");
 }
 
 at::Tensor map_weight(const DiskWeight& weight) {
   const auto options = at::TensorOptions().dtype(weight.dtype).device(at::kCPU);
   if (weight.bytes == 0) return at::empty(weight.shape, options);
-  const int fd = ::open(weight.path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw_system_error("open the offloaded weights", weight.path);
+  if (weight.offset % at::elementSize(weight.dtype) != 0) {  // misaligned for its dtype: a copy
+    auto copy = at::empty(weight.shape, options);
+    read_exact_at(*weight.file, copy.data_ptr(), weight.bytes, weight.offset);
+    return copy;
+  }
   const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   const uint64_t start = weight.offset / page * page;
   const size_t length = weight.offset + weight.bytes - start;
-  if (weight.offset % at::elementSize(weight.dtype) != 0) {
-    auto copy = at::empty(weight.shape, options);
-    auto* out = static_cast<char*>(copy.data_ptr());
-    for (uint64_t done = 0; done < weight.bytes;) {
-      const ssize_t got = ::pread(fd, out + done, weight.bytes - done, weight.offset + done);
-      if (got <= 0) {
-        ::close(fd);
-        throw_system_error("read the offloaded weights", weight.path);
-      }
-      done += static_cast<uint64_t>(got);
-    }
-    ::close(fd);
-    return copy;
-  }
-  void* address = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, start);
-  ::close(fd);
-  if (address == MAP_FAILED) throw_system_error("mmap the offloaded weights", weight.path);
+  void* address = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE, weight.file->fd(), start);
+  if (address == MAP_FAILED) throw_system_error("mmap the offloaded weights", weight.file->path());
   char* data = static_cast<char*>(address) + (weight.offset - start);
   return at::from_blob(data, weight.shape, [address, length](void*) { ::munmap(address, length); },
                        options);
@@ -69,15 +55,22 @@ void read_ahead(const at::Tensor& tensor) {
 }
 
 std::vector<DiskWeight> write_disk_weights(const safetensors::NamedTensors& tensors,
-                                           const std::string& path) {
+                                           const std::string& folder, const std::string& stem) {
+  static std::atomic<int> counter{0};
+  std::filesystem::create_directories(folder);
+  const std::string path = (std::filesystem::path(folder) /
+                            (stem + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) +
+                             ".safetensors"))
+                               .string();
   const std::string temporary = path + ".tmp";
   safetensors::save_file(tensors, temporary);
   sync_path(temporary);
   if (std::rename(temporary.c_str(), path.c_str()) != 0) throw_system_error("rename into", path);
+  const auto file = std::make_shared<const FileHandle>(open_file(path));
   const auto header = safetensors::read_header(path);
   std::vector<DiskWeight> out;
   out.reserve(tensors.size());
-  for (const auto& entry : tensors) out.push_back(disk_weight(path, header, entry.first));
+  for (const auto& entry : tensors) out.push_back(disk_weight(file, header, entry.first));
   return out;
 }
 

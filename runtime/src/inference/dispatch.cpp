@@ -39,23 +39,6 @@ bool is_container(const torch::nn::Module& module) {
 
 bool is_builtin(const torch::nn::Module& module) { return module.name().rfind("torch::nn::", 0) == 0; }
 
-// The longest entry that is `name` or a dot-prefix of it; -1 for none.
-int entry_of(const DeviceMap& map, const std::string& name) {
-  int best = -1;
-  size_t best_length = 0;
-  for (const auto i : c10::irange(map.entries().size())) {
-    const auto& entry = map.entries()[i].first;
-    const bool covers = entry.empty() || name == entry ||
-                        (name.size() > entry.size() && name.compare(0, entry.size(), entry) == 0 &&
-                         name[entry.size()] == '.');
-    if (covers && (best < 0 || entry.size() >= best_length)) {
-      best = static_cast<int>(i);
-      best_length = entry.size();
-    }
-  }
-  return best;
-}
-
 at::Tensor empty_like_meta(const at::Tensor& tensor) {
   return at::empty(tensor.sizes(), tensor.options().device(c10::kMeta));
 }
@@ -64,30 +47,33 @@ uint64_t tensor_bytes(const at::Tensor& tensor) {
   return static_cast<uint64_t>(tensor.numel()) * tensor.element_size();
 }
 
+// A weight that rests away from where its module runs.
+struct OffloadedWeight {
+  at::Tensor tensor;
+  bool disk = false;
+  DiskWeight bytes;      // disk: where it is read from
+  at::Tensor empty;      // disk: its empty (meta) resting form, made once
+  at::Tensor cpu_value;  // cpu: the CPU tensor copied in
+  c10::Device home = c10::Device(c10::kCPU);  // where its own entry runs
+};
+
 // One hooked module: the weights it brings in around its forward.
 struct HookedModule {
-  std::string name;
-  torch::nn::Module* module = nullptr;
   c10::Device execution = c10::Device(c10::kCPU);
   bool move_inputs = false;
-  struct Weight {
-    at::Tensor tensor;
-    bool disk = false;
-    DiskWeight bytes;      // disk
-    at::Tensor cpu_value;  // cpu
-  };
-  std::vector<Weight> weights;
-  bool seam_seen = false;  // its hooks ran: disk weights may rest empty
+  std::vector<OffloadedWeight> weights;
 
   void bring_in(ForwardArgs& args) {
     torch::NoGradGuard no_grad;
     const bool copy = testing::forced_on_cpu().offload_copies;
-    for (auto& weight : weights) {
-      if (weight.disk) {
-        replace_data(weight.tensor, map_weight(weight.bytes).to(execution));
-      } else {
-        replace_data(weight.tensor, weight.cpu_value.to(execution, /*non_blocking=*/false, copy));
+    try {
+      for (auto& weight : weights) {
+        replace_data(weight.tensor, weight.disk ? map_weight(weight.bytes).to(execution)
+                                                : weight.cpu_value.to(execution, /*non_blocking=*/false, copy));
       }
+    } catch (...) {  // the forward hook will not run: do not leave weights on the device
+      release();
+      throw;
     }
     if (move_inputs) {
       for (auto* input : args.inputs) {
@@ -98,10 +84,7 @@ struct HookedModule {
 
   void release() {
     torch::NoGradGuard no_grad;
-    seam_seen = true;
-    for (auto& weight : weights) {
-      replace_data(weight.tensor, weight.disk ? empty_like_meta(weight.tensor) : weight.cpu_value);
-    }
+    for (auto& weight : weights) replace_data(weight.tensor, weight.disk ? weight.empty : weight.cpu_value);
   }
 
   // Resident where the forward can use it without hooks (before they are known to run, and after
@@ -131,15 +114,27 @@ Dispatches& dispatches() {
   return *instance;
 }
 
-// Takes the record of `model` out of the registry (none, or a destroyed model's: empty).
+// Takes the record of `model` out of the registry (none, or a destroyed model's: empty), and
+// drops the records of every other destroyed model with it, so that their offloaded weights go.
 DispatchRecord take_record(const torch::nn::Module& model) {
   auto& all = dispatches();
-  std::lock_guard<std::mutex> lock(all.mutex);
-  auto it = all.records.find(&model);
-  if (it == all.records.end()) return {};
-  DispatchRecord record = std::move(it->second);
-  all.records.erase(it);
-  if (record.owned && record.owner.expired()) return {};
+  std::vector<DispatchRecord> dead;
+  DispatchRecord record;
+  {
+    std::lock_guard<std::mutex> lock(all.mutex);
+    for (auto it = all.records.begin(); it != all.records.end();) {
+      const bool gone = it->second.owned && it->second.owner.expired();
+      if (it->first == &model || gone) {
+        (gone ? dead.emplace_back() : record) = std::move(it->second);
+        it = all.records.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& record_of_dead : dead) {
+    for (auto& handle : record_of_dead.handles) handle.remove();
+  }
   return record;
 }
 
@@ -197,7 +192,7 @@ void check_device_map(const torch::nn::Module& model, const DeviceMap& map) {
     }
   }
   for (const auto& [name, tensor] : unique_tensors(model, nullptr)) {
-    if (entry_of(map, name) < 0) {
+    if (!map.entry_of(name)) {
       throw ConfigError("acc: the device map puts the weight '" + name + "' nowhere; add an entry "
                         "for it or one of its modules (\"\" covers the whole model)");
     }
@@ -212,13 +207,62 @@ c10::Device main_device(const DeviceMap& map, const DispatchOptions& options) {
   return c10::Device(c10::kCPU);
 }
 
+namespace {
+
+c10::Device execution_of(const std::string& device, c10::Device main) {
+  return device == "cpu" || device == "disk" ? main : c10::Device(device);
+}
+
+std::unordered_map<const torch::nn::Module*, torch::nn::Module*> parents(torch::nn::Module& model) {
+  std::unordered_map<const torch::nn::Module*, torch::nn::Module*> parent_of;
+  for (const auto& item : model.named_modules()) {
+    for (const auto& child : item.value()->children()) parent_of[child.get()] = item.value().get();
+  }
+  return parent_of;
+}
+
+torch::nn::SequentialImpl* sequential_parent(
+    const std::unordered_map<const torch::nn::Module*, torch::nn::Module*>& parent_of,
+    const torch::nn::Module* module) {
+  auto it = parent_of.find(module);
+  return it == parent_of.end() ? nullptr : dynamic_cast<torch::nn::SequentialImpl*>(it->second);
+}
+
+}  // namespace
+
+void check_hooks_can_run(torch::nn::Module& model, const DeviceMap& map, const DispatchOptions& options) {
+  const c10::Device main = main_device(map, options);
+  if (main.is_cpu()) return;  // hooks only make things strict there; without them the forward works
+  const auto parent_of = parents(model);
+  for (const auto& [entry_name, device] : map.entries()) {
+    if ((device != "cpu" && device != "disk") || execution_of(device, main).is_cpu()) continue;
+    std::shared_ptr<torch::nn::Module> module;
+    for (const auto& item : model.named_modules()) {
+      if (item.key() == entry_name) module = item.value();
+    }
+    if (!module) continue;  // a weight's own entry: it rests where it runs
+    std::vector<std::pair<std::string, torch::nn::Module*>> targets;
+    hook_targets(*module, entry_name, targets);
+    for (const auto& [target_name, target] : targets) {
+      if (sequential_parent(parent_of, target) != nullptr || !is_builtin(*target) ||
+          target->parameters().empty()) {
+        continue;
+      }
+      throw ConfigError(
+          "acc: '" + target_name + "' (" + target->name() + ") keeps its weights on " + device +
+          " and runs on " + main.str() + ", which needs hooks around its forward, but acc only sees "
+          "the calls of Sequential children and of modules whose forward opens "
+          "acc::ForwardHooksGuard; put it on " + main.str() + " in the device map, make its parent "
+          "module the entry (with the guard line in the parent's forward), or call it through a "
+          "torch::nn::Sequential");
+    }
+  }
+}
+
 DispatchReport attach_dispatch(torch::nn::Module& model, const DeviceMap& map,
                                std::vector<PlacedTensor> placed, const DispatchOptions& options) {
   const c10::Device main = main_device(map, options);
   const bool copies = testing::forced_on_cpu().offload_copies;
-  auto execution_of = [&](const std::string& device) {
-    return device == "cpu" || device == "disk" ? main : c10::Device(device);
-  };
   std::map<std::string, torch::nn::Module*> modules;
   for (const auto& item : model.named_modules()) modules.emplace(item.key(), item.value().get());
 
@@ -226,132 +270,60 @@ DispatchReport attach_dispatch(torch::nn::Module& model, const DeviceMap& map,
   report.device_map = map;
   std::set<std::string> execution_devices;
   for (const auto& [name, device] : map.entries()) {
-    report.execution_devices.emplace_back(name, execution_of(device).str());
-    execution_devices.insert(execution_of(device).str());
+    report.execution_devices.emplace_back(name, execution_of(device, main).str());
+    execution_devices.insert(execution_of(device, main).str());
   }
   // Inputs move where a module runs when that is not where every input already is: several
   // execution devices, or a GPU (inputs usually arrive on the CPU).
   const bool move_io = execution_devices.size() > 1 || *execution_devices.begin() != "cpu";
 
-  // Weights of each entry that rest away from where the entry runs.
-  std::vector<std::vector<HookedModule::Weight>> offloaded(map.entries().size());
+  // The weights that rest away from where their module runs, by TensorImpl: every hooked module
+  // that holds one carries it (a tied weight may be used by modules of several entries).
+  std::unordered_map<const void*, OffloadedWeight> offloaded;
   std::map<std::string, uint64_t> bytes;
-  {
-    torch::NoGradGuard no_grad;
-    for (auto& tensor : placed) {
-      const int entry = entry_of(map, tensor.name);
-      const auto& [entry_name, device] = map.entries()[static_cast<size_t>(entry)];
-      const c10::Device execution = execution_of(device);
-      const bool module_entry = modules.count(entry_name) != 0;
-      bytes[tensor.placement] += tensor.placement == "disk" ? tensor.disk.bytes : tensor_bytes(tensor.tensor);
-      if (tensor.placement == "disk") {
-        HookedModule::Weight weight{tensor.tensor, true, tensor.disk, {}};
-        if (module_entry) {
-          offloaded[static_cast<size_t>(entry)].push_back(weight);
-        } else {  // a weight's own entry: nothing runs around it, so it stays mapped
-          replace_data(tensor.tensor, map_weight(tensor.disk).to(execution));
-        }
-      } else if (tensor.placement == "cpu" && (execution.type() != c10::kCPU || copies)) {
-        if (module_entry) {
-          offloaded[static_cast<size_t>(entry)].push_back({tensor.tensor, false, {}, tensor.tensor.data()});
-        } else {
-          replace_data(tensor.tensor, tensor.tensor.to(execution));
-        }
+  std::vector<const PlacedTensor*> resident_now;  // offloaded, but no module's hook can carry it
+  for (auto& tensor : placed) {
+    const size_t entry = *map.entry_of(tensor.name);
+    const bool module_entry = modules.count(map.entries()[entry].first) != 0;
+    const bool off = tensor.placement == "disk" ||
+                     (tensor.placement == "cpu" && (!execution_of("cpu", main).is_cpu() || copies));
+    if (off && module_entry) {
+      OffloadedWeight weight;
+      weight.tensor = tensor.tensor;
+      weight.home = execution_of(map.entries()[entry].second, main);
+      weight.disk = tensor.placement == "disk";
+      if (weight.disk) {
+        weight.bytes = tensor.disk;
+        weight.empty = empty_like_meta(tensor.tensor);
+      } else {
+        weight.cpu_value = tensor.tensor.data();
       }
+      offloaded.emplace(tensor.tensor.unsafeGetTensorImpl(), std::move(weight));
+    } else if (off) {
+      resident_now.push_back(&tensor);
     }
+    bytes[tensor.placement] += tensor.placement == "disk" ? tensor.disk.bytes : tensor_bytes(tensor.tensor);
   }
-  for (const auto& [device, count] : bytes) report.bytes_per_device.emplace_back(device, count);
 
-  auto record = take_record(model);  // the entry points removed an earlier dispatch's hooks
-  for (auto& handle : record.handles) handle.remove();
-  record = DispatchRecord{};
+  DispatchRecord record;
   record.owner = model.weak_from_this();
   record.owned = !record.owner.expired();
-
   std::set<torch::nn::SequentialImpl*> sequentials;
-  std::unordered_map<const torch::nn::Module*, torch::nn::Module*> parent_of;
-  for (const auto& item : model.named_modules()) {
-    for (const auto& child : item.value()->children()) parent_of[child.get()] = item.value().get();
-  }
-  auto sequential_parent = [&](torch::nn::Module* module) -> torch::nn::SequentialImpl* {
-    auto it = parent_of.find(module);
-    return it == parent_of.end() ? nullptr : dynamic_cast<torch::nn::SequentialImpl*>(it->second);
-  };
+  const auto parent_of = parents(model);
 
-  for (const auto i : c10::irange(map.entries().size())) {
-    const auto& [entry_name, device] = map.entries()[i];
-    auto module_it = modules.find(entry_name);
-    if (module_it == modules.end()) continue;
-    const c10::Device execution = execution_of(device);
-    if (offloaded[i].empty() && !move_io) continue;
-
-    std::vector<std::pair<std::string, torch::nn::Module*>> targets;
-    hook_targets(*module_it->second, entry_name, targets);
-    // The weights each target carries: those under its name.
-    std::unordered_set<const void*> carried;
-    for (const auto& [target_name, target] : targets) {
-      auto hooked = std::make_shared<HookedModule>();
-      hooked->name = target_name;
-      hooked->module = target;
-      hooked->execution = execution;
-      hooked->move_inputs = move_io;
-      std::unordered_set<const void*> mine;
-      for (const auto& tensor : target->parameters()) mine.insert(tensor.unsafeGetTensorImpl());
-      for (const auto& tensor : target->buffers()) mine.insert(tensor.unsafeGetTensorImpl());
-      for (const auto& weight : offloaded[i]) {
-        if (mine.count(weight.tensor.unsafeGetTensorImpl()) != 0) {
-          hooked->weights.push_back(weight);
-          carried.insert(weight.tensor.unsafeGetTensorImpl());
-        }
-      }
-      if (hooked->weights.empty() && !move_io) continue;
-      auto* sequential = sequential_parent(target);
-      if (sequential == nullptr && is_builtin(*target) && !hooked->weights.empty() &&
-          execution.type() != c10::kCPU) {
-        throw ConfigError(
-            "acc: '" + target_name + "' (" + target->name() + ") keeps its weights on " + device +
-            " and runs on " + execution.str() + ", which needs hooks around its forward, but acc only "
-            "sees the calls of Sequential children and of modules whose forward opens "
-            "acc::ForwardHooksGuard; put it on " + execution.str() + " in the device map, make its "
-            "parent module the entry (with the guard line in the parent's forward), or call it "
-            "through a torch::nn::Sequential");
-      }
-      record.handles.push_back(register_forward_pre_hook(
-          *target, [hooked](torch::nn::Module&, ForwardArgs& args) { hooked->bring_in(args); }));
-      record.handles.push_back(register_forward_hook(
-          *target, [hooked](torch::nn::Module&, ForwardArgs&) { hooked->release(); }));
-      if (sequential != nullptr) {
-        sequentials.insert(sequential);
-        hooked->release();  // acc calls it: its hooks will run
-      } else {
-        hooked->make_resident();
-        hooked->seam_seen = false;
-      }
-      record.hooked.push_back(std::move(hooked));
-    }
-    // A container's or the root's own weights: no hook carries them, so they rest where they run.
-    torch::NoGradGuard no_grad;
-    for (const auto& weight : offloaded[i]) {
-      if (carried.count(weight.tensor.unsafeGetTensorImpl()) != 0) continue;
-      replace_data(weight.tensor, weight.disk ? map_weight(weight.bytes).to(execution)
-                                              : weight.cpu_value.to(execution));
-    }
-  }
-
-  // Output back to the input's device when acc calls the root's last child.
+  // Output back to the input's device when acc calls the root's last child. Registered first, so
+  // that the input's device is read before a module's own hook moves the input.
   auto* root = dynamic_cast<torch::nn::SequentialImpl*>(&model);
   if (options.io_same_device() && move_io && root != nullptr && root->size() > 0) {
     auto input_device = std::make_shared<std::optional<c10::Device>>();
-    auto& first = *root->children().front();
-    auto& last = *root->children().back();
     record.handles.push_back(register_forward_pre_hook(
-        first, [input_device](torch::nn::Module&, ForwardArgs& args) {
+        *root->children().front(), [input_device](torch::nn::Module&, ForwardArgs& args) {
           if (!args.inputs.empty() && args.inputs.front()->defined()) {
             *input_device = args.inputs.front()->device();
           }
         }));
     record.handles.push_back(register_forward_hook(
-        last, [input_device](torch::nn::Module&, ForwardArgs& args) {
+        *root->children().back(), [input_device](torch::nn::Module&, ForwardArgs& args) {
           if (args.output != nullptr && *input_device && args.output->defined() &&
               args.output->device() != **input_device) {
             *args.output = args.output->to(**input_device);
@@ -359,8 +331,68 @@ DispatchReport attach_dispatch(torch::nn::Module& model, const DeviceMap& map,
         }));
     sequentials.insert(root);
   }
-  for (auto* sequential : sequentials) hook_sequential(*sequential);
 
+  std::unordered_set<const void*> carried;
+  torch::NoGradGuard no_grad;
+  for (const auto& [entry_name, device] : map.entries()) {
+    auto module_it = modules.find(entry_name);
+    if (module_it == modules.end()) continue;
+    std::vector<std::pair<std::string, torch::nn::Module*>> targets;
+    hook_targets(*module_it->second, entry_name, targets);
+    for (const auto& [target_name, target] : targets) {
+      auto hooked = std::make_shared<HookedModule>();
+      hooked->execution = execution_of(device, main);
+      hooked->move_inputs = move_io;
+      std::unordered_set<const void*> seen;
+      auto take = [&](const at::Tensor& tensor) {
+        auto found = offloaded.find(tensor.unsafeGetTensorImpl());
+        if (found == offloaded.end() || !seen.insert(found->first).second) return;
+        hooked->weights.push_back(found->second);
+        carried.insert(found->first);
+      };
+      for (const auto& tensor : target->parameters()) take(tensor);
+      for (const auto& tensor : target->buffers()) take(tensor);
+      if (hooked->weights.empty() && !move_io) continue;
+      record.handles.push_back(register_forward_pre_hook(
+          *target, [hooked](torch::nn::Module&, ForwardArgs& args) { hooked->bring_in(args); }));
+      record.handles.push_back(register_forward_hook(
+          *target, [hooked](torch::nn::Module&, ForwardArgs&) { hooked->release(); }));
+      if (auto* sequential = sequential_parent(parent_of, target)) {
+        sequentials.insert(sequential);
+        hooked->release();  // acc calls it: its hooks will run
+      } else {
+        hooked->make_resident();  // until its guard line, if it has one, runs the hooks
+      }
+      record.hooked.push_back(std::move(hooked));
+    }
+  }
+  // Offloaded weights no hook carries (a weight's own entry, a container's or the root's own
+  // weights) rest where they run, and count there.
+  auto rest_where_run = [&](const at::Tensor& tensor, const at::Tensor& value, const std::string& placement,
+                            uint64_t size, c10::Device execution) {
+    replace_data(tensor, value.to(execution));
+    if (execution.is_cpu()) return;
+    bytes[placement] -= size;
+    bytes[execution.str()] += size;
+  };
+  for (const auto* tensor : resident_now) {
+    const bool disk = tensor->placement == "disk";
+    rest_where_run(tensor->tensor, disk ? map_weight(tensor->disk) : tensor->tensor, tensor->placement,
+                   disk ? tensor->disk.bytes : tensor_bytes(tensor->tensor),
+                   execution_of(map.entries()[*map.entry_of(tensor->name)].second, main));
+  }
+  for (auto& [impl, weight] : offloaded) {
+    if (carried.count(impl) != 0) continue;
+    rest_where_run(weight.tensor, weight.disk ? map_weight(weight.bytes) : weight.cpu_value,
+                   weight.disk ? "disk" : "cpu", weight.disk ? weight.bytes.bytes : tensor_bytes(weight.tensor),
+                   weight.home);
+  }
+  for (auto* sequential : sequentials) hook_sequential(*sequential);
+  for (const auto& [device, count] : bytes) {
+    if (count > 0) report.bytes_per_device.emplace_back(device, count);
+  }
+
+  take_record(model);  // sweeps destroyed models' records; the entry points removed this one's hooks
   auto& all = dispatches();
   std::lock_guard<std::mutex> lock(all.mutex);
   all.records[&model] = std::move(record);

@@ -36,6 +36,10 @@ std::vector<std::pair<std::string, at::Tensor>> unique_tensors(const torch::nn::
 /// entry.
 void check_device_map(const torch::nn::Module& model, const DeviceMap& map);
 
+/// ConfigError, before anything changes, when a module that keeps its weights off a GPU execution
+/// device is a built-in one that no Sequential calls: its hooks could never bring them in.
+void check_hooks_can_run(torch::nn::Module& model, const DeviceMap& map, const DispatchOptions& options);
+
 /// The execution device of "cpu"/"disk" modules: options.execution_device, else the map's first
 /// GPU, else the CPU.
 c10::Device main_device(const DeviceMap& map, const DispatchOptions& options);
