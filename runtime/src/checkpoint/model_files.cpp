@@ -17,6 +17,7 @@
 
 #include "checkpoint/file_io.h"
 #include "checkpoint/tensor_copy.h"
+#include "checkpoint/weights_files.h"
 
 namespace fs = std::filesystem;
 
@@ -86,11 +87,29 @@ safetensors::NamedTensors read_pickle(const std::string& path) {
 
 // The checkpoint's tensors (mapped, not copied, for safetensors) from a file, index or directory.
 safetensors::NamedTensors read_checkpoint(const std::string& path) {
+  safetensors::NamedTensors out;
+  for (const auto& file : detail::weights_files(path)) {
+    for (auto& entry : file.pickle ? read_pickle(file.path) : safetensors::load_file(file.path)) {
+      if (!file.names.empty() && file.names.count(entry.first) == 0) {
+        throw CheckpointError("acc: shard '" + file.path + "' holds '" + entry.first +
+                              "', which the index '" + path + "' maps elsewhere or not at all");
+      }
+      out.push_back(std::move(entry));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+namespace detail {
+
+std::vector<WeightsFile> weights_files(const std::string& path) {
   fs::path location(path);
   if (fs::is_directory(location)) {
     for (const char* name : {"model.safetensors.index.json", "model.safetensors",
                              "pytorch_model.bin.index.json", "pytorch_model.bin"}) {
-      if (fs::exists(location / name)) return read_checkpoint((location / name).string());
+      if (fs::exists(location / name)) return weights_files((location / name).string());
     }
     throw CheckpointError("acc: '" + path + "' holds no model.safetensors(.index.json) or "
                           "pytorch_model.bin(.index.json); pass the weights file or index itself");
@@ -98,25 +117,23 @@ safetensors::NamedTensors read_checkpoint(const std::string& path) {
   if (!fs::exists(location)) throw CheckpointError("acc: checkpoint '" + path + "' does not exist");
   const std::string extension = location.extension().string();
   if (extension == ".json") {
-    const auto index = safetensors::parse_index(detail::read_text_file(path), path);
+    const auto index = safetensors::parse_index(read_text_file(path), path);
     std::map<std::string, std::set<std::string>> names_by_file;
     for (const auto& [name, file] : index.weight_map) names_by_file[file].insert(name);
-    safetensors::NamedTensors out;
-    for (const auto& [file, names] : names_by_file) {
-      const auto shard_path = (location.parent_path() / file).string();
-      for (auto& entry : read_checkpoint(shard_path)) {
-        if (names.count(entry.first) == 0) {
-          throw CheckpointError("acc: shard '" + shard_path + "' holds '" + entry.first +
-                                "', which the index '" + path + "' maps elsewhere or not at all");
-        }
-        out.push_back(std::move(entry));
-      }
+    std::vector<WeightsFile> files;
+    for (auto& [file, names] : names_by_file) {
+      auto shard = weights_files((location.parent_path() / file).string()).front();
+      shard.names = std::move(names);
+      files.push_back(std::move(shard));
     }
-    return out;
+    return files;
   }
-  if (extension == ".bin" || extension == ".pt" || extension == ".pth") return read_pickle(path);
-  return safetensors::load_file(path);
+  return {{path, {}, extension == ".bin" || extension == ".pt" || extension == ".pth"}};
 }
+
+}  // namespace detail
+
+namespace {
 
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::ostringstream out;

@@ -15,6 +15,7 @@
 #include <acc/warnings.h>
 
 #include "checkpoint/file_io.h"
+#include "checkpoint/weights_files.h"
 #include "inference/dispatch.h"
 
 namespace fs = std::filesystem;
@@ -22,44 +23,17 @@ namespace fs = std::filesystem;
 namespace acc {
 namespace {
 
-// A shard and the names the index gives it (empty: all of the file's).
-struct ShardFile {
-  std::string path;
-  std::set<std::string> names;
-};
-
-std::vector<ShardFile> checkpoint_shards(const std::string& checkpoint) {
-  const fs::path location(checkpoint);
-  if (fs::is_directory(location)) {
-    for (const char* name : {"model.safetensors.index.json", "model.safetensors"}) {
-      if (fs::exists(location / name)) return checkpoint_shards((location / name).string());
-    }
-    const bool pickles = fs::exists(location / "pytorch_model.bin") ||
-                         fs::exists(location / "pytorch_model.bin.index.json");
-    throw CheckpointError(
-        "acc: '" + checkpoint + "' holds no model.safetensors or model.safetensors.index.json" +
-        (pickles ? std::string(" (only pytorch_model.bin, which cannot be read one tensor at a "
-                               "time: load it with acc::load_checkpoint_in_model and call "
-                               "acc::dispatch_model, or save it again with acc::save_model)")
-                 : std::string("; pass the weights file or index itself")));
+// The checkpoint's files, which must be safetensors: a pickle cannot be read one tensor at a time.
+std::vector<detail::WeightsFile> checkpoint_shards(const std::string& checkpoint) {
+  auto files = detail::weights_files(checkpoint);
+  for (const auto& file : files) {
+    if (!file.pickle) continue;
+    throw CheckpointError("acc: load_checkpoint_and_dispatch reads safetensors checkpoints; '" + file.path +
+                          "' is a pickle, which cannot be read one tensor at a time (load it with "
+                          "acc::load_checkpoint_in_model and call acc::dispatch_model, or save it again "
+                          "with acc::save_model)");
   }
-  if (!fs::exists(location)) throw CheckpointError("acc: checkpoint '" + checkpoint + "' does not exist");
-  if (location.extension() == ".json") {
-    const auto index = safetensors::parse_index(detail::read_text_file(checkpoint), checkpoint);
-    std::map<std::string, std::set<std::string>> by_file;
-    for (const auto& [name, file] : index.weight_map) by_file[file].insert(name);
-    std::vector<ShardFile> shards;
-    for (auto& [file, names] : by_file) {
-      shards.push_back({(location.parent_path() / file).string(), std::move(names)});
-    }
-    return shards;
-  }
-  if (location.extension() != ".safetensors") {
-    throw CheckpointError("acc: load_checkpoint_and_dispatch reads safetensors checkpoints; '" +
-                          checkpoint + "' is not one (load it with acc::load_checkpoint_in_model "
-                          "and call acc::dispatch_model)");
-  }
-  return {{checkpoint, {}}};
+  return files;
 }
 
 std::string shape_text(at::IntArrayRef shape) {
@@ -111,7 +85,10 @@ DispatchReport load_checkpoint_and_dispatch(torch::nn::Module& model, const std:
     headers.push_back(safetensors::read_header(shards[s].path));
     const std::string& path = shards[s].path;
     for (const auto& info : headers.back().tensors) {
-      if (!shards[s].names.empty() && shards[s].names.count(info.name) == 0) continue;
+      if (!shards[s].names.empty() && shards[s].names.count(info.name) == 0) {
+        throw CheckpointError("acc: shard '" + path + "' holds '" + info.name + "', which the index of '" +
+                              checkpoint + "' maps elsewhere or not at all");
+      }
       auto found = tensor_named.find(info.name);
       if (found == tensor_named.end()) {
         unexpected.push_back(info.name);
