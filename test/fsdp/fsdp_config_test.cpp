@@ -52,6 +52,26 @@ TEST(FsdpConfig, EnvironmentAsTheLauncherWritesIt) {
   EXPECT_FALSE(resolved.fsdp.sync_module_states);
 }
 
+TEST(FsdpConfig, CpuRamEfficientLoadingNeedsSyncModuleStates) {
+  auto env = [](std::map<std::string, std::string> vars) {
+    vars["ACCELERATE_USE_FSDP"] = "true";
+    return acc::AcceleratorOptions().environment(fake_env(vars));
+  };
+  EXPECT_FALSE(acc::resolve_options(env({})).fsdp.cpu_ram_efficient_loading);
+  EXPECT_TRUE(acc::resolve_options(env({{"FSDP_CPU_RAM_EFFICIENT_LOADING", "true"}})).fsdp.cpu_ram_efficient_loading);
+  // The argument wins over the environment, as for every field.
+  auto argument = env({{"FSDP_CPU_RAM_EFFICIENT_LOADING", "true"}})
+                      .fsdp_plugin(acc::FullyShardedDataParallelPlugin().cpu_ram_efficient_loading(false));
+  EXPECT_FALSE(acc::resolve_options(argument).fsdp.cpu_ram_efficient_loading);
+  auto message = config_error([&] {
+    acc::resolve_options(env({{"FSDP_CPU_RAM_EFFICIENT_LOADING", "true"}, {"FSDP_SYNC_MODULE_STATES", "false"}}));
+  });
+  EXPECT_NE(message.find("cpu_ram_efficient_loading needs sync_module_states"), std::string::npos) << message;
+  EXPECT_NE(message.find("FSDP_SYNC_MODULE_STATES=true"), std::string::npos) << message;
+  auto bad = config_error([&] { acc::resolve_options(env({{"FSDP_CPU_RAM_EFFICIENT_LOADING", "maybe"}})); });
+  EXPECT_NE(bad.find("FSDP_CPU_RAM_EFFICIENT_LOADING"), std::string::npos) << bad;
+}
+
 TEST(FsdpConfig, LegacyNumbersAndAnyCase) {
   const ShardingStrategy in_order[] = {ShardingStrategy::FULL_SHARD, ShardingStrategy::SHARD_GRAD_OP,
                                        ShardingStrategy::NO_SHARD, ShardingStrategy::HYBRID_SHARD,

@@ -84,6 +84,21 @@ TEST(Fsdp, ReleasedUnitUsedOutsideItsSeamIsAnErrorNotGarbage) {
   EXPECT_TRUE(result.all_succeeded()) << result.describe();
 }
 
+// FSDP_CPU_RAM_EFFICIENT_LOADING: ranks that built the model empty never hold it whole (peak RSS
+// from building to prepare, 4 ranks), get rank 0's buffers, and train.
+TEST(Fsdp, CpuRamEfficientLoadingKeepsOtherRanksUnderTheModelSize) {
+  auto result = spawn_ranks(acc::testing::executable_dir() + "/acc_fsdp_full_shard_worker", {"ram_efficient_peak"},
+                            4, seconds(180));
+  EXPECT_TRUE(result.all_succeeded()) << result.describe();
+}
+
+// A model built empty where nothing fills it: a ConfigError on every rank, none left waiting.
+TEST(Fsdp, ModelBuiltEmptyWhereNothingFillsItIsRefusedOnEveryRank) {
+  auto result = spawn_ranks(acc::testing::executable_dir() + "/acc_fsdp_full_shard_worker", {"empty_weights_errors"},
+                            2, seconds(120));
+  EXPECT_TRUE(result.all_succeeded()) << result.describe();
+}
+
 // FULL_SHARD checkpoints: SHARDED saved on 4 ranks resumes on 2 (resharded), FULL saved on 2 resumes
 // on 2 (random states are per rank, so a FULL checkpoint resumes on its own number of ranks); each
 // continues as the uninterrupted run.

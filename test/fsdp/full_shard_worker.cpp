@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -65,11 +66,13 @@ struct Options {
   // CUDA-only paths forced on CPU (acc/testing.h): offload_params (masters and gradient shards apart
   // from the model) and fp16 loss scaling (the GradScaler, found-inf reduced over the shards).
   bool offload = false, fp16 = false;
+  // cpu_ram_efficient_loading: every rank but 0 builds the model empty; prepare fills it from rank 0.
+  bool empty = false;
   std::string name() const {
     std::string out = tied ? "tied" : "untied";
     for (auto [on, what] : {std::pair{twice, "twice"}, {accumulate, "accumulate"}, {clip, "clip"}, {eval, "eval"},
                             {bf16, "bf16"}, {checkpoint, "checkpoint"}, {forward_prefetch, "forward_prefetch"},
-                            {offload, "offload"}, {fp16, "fp16"}}) {
+                            {offload, "offload"}, {fp16, "fp16"}, {empty, "built_empty_off_rank0"}}) {
       if (on) out += std::string("+") + what;
     }
     if (prefetch != acc::BackwardPrefetch::BACKWARD_PRE) out += "+" + acc::to_string(prefetch);
@@ -135,17 +138,38 @@ Run train(std::optional<acc::ShardingStrategy> strategy, const Options& o) {
                             .transformer_cls_names_to_wrap(std::vector<std::string>{"TransformerBlock"})
                             .backward_prefetch(o.prefetch)
                             .forward_prefetch(o.forward_prefetch)
-                            .offload_params(o.offload));
+                            .offload_params(o.offload)
+                            .cpu_ram_efficient_loading(o.empty));
   }
   acc::Accelerator accelerator(options);
   const int rank = accelerator.process_index(), world = accelerator.num_processes();
   torch::manual_seed(100 + rank);  // rank 0's weights win through sync_module_states
-  TinyLm model(o.tied, o.twice, o.checkpoint);
+  TinyLm model = nullptr;
+  {
+    // DDP (no FSDP option) broadcasts rank 0's weights as well, so it accepts empty models too.
+    acc::init_empty_weights empty(o.empty && !accelerator.is_main_process() &&
+                                  (!strategy || accelerator.cpu_ram_efficient_loading()));
+    model = TinyLm(o.tied, o.twice, o.checkpoint);
+  }
+  expect(acc::has_meta_tensors(*model) == (o.empty && rank != 0), "the model was not built as the case asks");
   const int64_t model_bytes = param_bytes(*model);
   const int64_t block_bytes = param_bytes(*model->blocks[0]);
   const int64_t root_bytes = model_bytes - kBlocks * block_bytes;
   acc::Optimizer<torch::optim::AdamW> optimizer(model->parameters(), torch::optim::AdamWOptions(1e-3));
   accelerator.prepare(model, optimizer);
+  expect(!acc::has_meta_tensors(*model), o.name() + ": prepare left meta tensors");
+  const bool sharded = strategy.has_value();
+  const int shards = !sharded ? 1 : *strategy == acc::ShardingStrategy::HYBRID_SHARD
+                                        ? static_cast<int>(accelerator.state().launch().local_world_size)
+                                        : world;
+  if (o.empty && sharded && shards > 1) {
+    // Filled one unit at a time, every block released at once: only the root (embedding, positions,
+    // norm, head, which the training loop calls) is whole on any rank, never the whole model.
+    const int64_t whole = resident_bytes(model->parameters());
+    expect(whole >= root_bytes && whole <= root_bytes + shards * 4,
+           o.name() + ": after prepare " + std::to_string(whole) + " bytes of parameters are whole; the root is " +
+               std::to_string(root_bytes) + " of " + std::to_string(model_bytes));
+  }
 
   // Sampled while units run: what is whole then (acc's hooks, registered at prepare, run first).
   int64_t peak = 0;
@@ -161,10 +185,6 @@ Run train(std::optional<acc::ShardingStrategy> strategy, const Options& o) {
     probes.push_back(acc::register_backward_pre_hook(*block, sample));
   }
 
-  const bool sharded = strategy.has_value();
-  const int shards = !sharded ? 1 : *strategy == acc::ShardingStrategy::HYBRID_SHARD
-                                        ? static_cast<int>(accelerator.state().launch().local_world_size)
-                                        : world;
   Run out;
   const int micro_steps = o.accumulate ? 2 : 1;
   for (int step = 0; step < kSteps; ++step) {
@@ -255,6 +275,7 @@ void transformer(const std::string& strategy_name) {
   cases.push_back({.twice = true, .checkpoint = true});
   cases.push_back({.offload = true});
   cases.push_back({.fp16 = true});
+  cases.push_back({.empty = true});
   for (const auto& o : cases) {
     const auto fsdp = train(strategy, o);
     const auto ddp = train(std::nullopt, o);
@@ -420,6 +441,99 @@ void unseamed_use() {
   accelerator.backward(lm_loss(model, tokens(1, 0, kBatch)));
   optimizer.step();
 }
+// A kB field of /proc/self/status in bytes.
+int64_t status_bytes(const std::string& field) {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(field + ":", 0) == 0) return std::stoll(line.substr(field.size() + 1)) * 1024;
+  }
+  fail("/proc/self/status has no " + field);
+}
+
+// FSDP_CPU_RAM_EFFICIENT_LOADING measured in memory: from before the model is built until after
+// prepare, rank 0 (which builds and holds the whole model) peaks above the model's size, every other
+// rank at most at its shards, one unit whole and some slack, well under the model.
+void ram_efficient_peak() {
+  acc::Accelerator accelerator(acc::AcceleratorOptions().fsdp_plugin(
+      acc::FullyShardedDataParallelPlugin()
+          .sharding_strategy(acc::ShardingStrategy::FULL_SHARD)
+          .auto_wrap_policy(acc::AutoWrapPolicy::TRANSFORMER_BASED_WRAP)
+          .transformer_cls_names_to_wrap(std::vector<std::string>{"Linear"})
+          .cpu_ram_efficient_loading(true)));
+  accelerator.wait_for_everyone();  // every rank's process group is up: what follows is the model
+  {
+    std::ofstream clear("/proc/self/clear_refs");
+    clear << "5";  // resets the peak (VmHWM) to what is resident now
+  }
+  const int64_t base = status_bytes("VmRSS");
+  const int rank = accelerator.process_index(), world = accelerator.num_processes();
+  constexpr int64_t kWidth = 1024, kLayers = 12;
+  torch::nn::Sequential model;
+  {
+    acc::init_empty_weights empty(accelerator.cpu_ram_efficient_loading() && !accelerator.is_main_process());
+    torch::manual_seed(3);
+    for (int64_t i = 0; i < kLayers; ++i) {
+      model->push_back(torch::nn::Linear(kWidth, kWidth));
+      if (i == kLayers / 2) model->push_back(torch::nn::BatchNorm1d(kWidth));  // buffers come from rank 0 too
+    }
+  }
+  std::cout << "rank " << rank << ": built, +" << ((status_bytes("VmRSS") - base) >> 20) << " MiB" << std::endl;
+  auto norm = model[kLayers / 2 + 1]->as<torch::nn::BatchNorm1d>();
+  if (rank == 0) norm->running_mean.fill_(3.0);
+  const int64_t model_bytes = param_bytes(*model);
+  const int64_t unit_bytes = param_bytes(*model[0]);
+  acc::Optimizer<torch::optim::SGD> optimizer(model->parameters(), torch::optim::SGDOptions(0.1));
+  accelerator.prepare(model, optimizer);
+  const int64_t peak = status_bytes("VmHWM") - base;
+  std::cout << "rank " << rank << ": after prepare +" << ((status_bytes("VmRSS") - base) >> 20) << " MiB" << std::endl;
+  const int64_t bound = model_bytes / world + unit_bytes + (16 << 20);
+  std::cout << "rank " << rank << ": peak " << (peak >> 20) << " MiB from building to prepare; the model is "
+            << (model_bytes >> 20) << " MiB, a shard and a unit " << ((model_bytes / world + unit_bytes) >> 20)
+            << " MiB" << std::endl;
+  expect(bound < model_bytes, "the model is too small for this measurement to mean anything");
+  if (rank == 0) {
+    expect(peak >= model_bytes, "rank 0 holds the whole model, yet its peak grew by " + std::to_string(peak));
+  } else {
+    expect(peak <= bound, "rank " + std::to_string(rank) + " built the model empty, yet its peak grew by " +
+                              std::to_string(peak >> 20) + " MiB (a shard, one unit and 16 MiB are " +
+                              std::to_string(bound >> 20) + " MiB)");
+  }
+  expect(norm->running_mean.eq(3.0).all().item<bool>(), "the buffers are not rank 0's");
+  // It trains: one step, and the loss of the next is finite.
+  torch::manual_seed(4);
+  auto input = torch::randn({8, kWidth});
+  accelerator.backward(model->forward(input).pow(2).mean());
+  optimizer.step();
+  optimizer.zero_grad();
+  expect(std::isfinite(model->forward(input).pow(2).mean().item<double>()), "the loss after a step is not finite");
+}
+
+// A model that nothing can fill is refused on every rank (none hangs), naming the rank and the fix.
+void empty_weights_errors() {
+  auto attempt = [](bool sync, int empty_rank, const std::string& expected) {
+    acc::Accelerator accelerator(acc::AcceleratorOptions().fsdp_plugin(
+        acc::FullyShardedDataParallelPlugin().sharding_strategy(acc::ShardingStrategy::FULL_SHARD).sync_module_states(sync)));
+    TinyLm model = nullptr;
+    {
+      acc::init_empty_weights empty(accelerator.process_index() == empty_rank);
+      model = TinyLm(false, false);
+    }
+    acc::Optimizer<torch::optim::AdamW> optimizer(model->parameters(), torch::optim::AdamWOptions(1e-3));
+    try {
+      accelerator.prepare(model, optimizer);
+    } catch (const acc::ConfigError& e) {
+      const std::string message = e.what();
+      expect(message.find(expected) != std::string::npos, "error '" + message + "' lacks '" + expected + "'");
+      std::cout << "ok: " << message << std::endl;
+      return;
+    }
+    fail("prepare accepted a model built empty on rank " + std::to_string(empty_rank) + " (sync_module_states " +
+         (sync ? "on" : "off") + ")");
+  };
+  attempt(true, 0, "has no values on rank 0");
+  attempt(false, 1, "'position' has no values on rank 1");
+  attempt(false, 1, "FSDP_SYNC_MODULE_STATES=true");
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -439,9 +553,13 @@ int main(int argc, char** argv) {
       checkpoint_resume(args[1], args[2]);
     } else if (args.size() == 1 && args[0] == "unseamed_use") {
       unseamed_use();
+    } else if (args.size() == 1 && args[0] == "ram_efficient_peak") {
+      ram_efficient_peak();
+    } else if (args.size() == 1 && args[0] == "empty_weights_errors") {
+      empty_weights_errors();
     } else {
       fail("usage: acc_fsdp_full_shard_worker transformer|sequential STRATEGY | checkpoint_save|checkpoint_resume "
-           "STATE_DICT_TYPE DIR | unseamed_use");
+           "STATE_DICT_TYPE DIR | unseamed_use | ram_efficient_peak | empty_weights_errors");
     }
   } catch (const std::exception& e) {
     fail(std::string("exception: ") + e.what());

@@ -98,6 +98,9 @@ class Accelerator {
   MixedPrecision mixed_precision() const { return resolved_.mixed_precision; }
   int64_t gradient_accumulation_steps() const { return resolved_.gradient_accumulation_steps; }
   bool sync_gradients() const;
+  /// FSDP's cpu_ram_efficient_loading (FSDP_CPU_RAM_EFFICIENT_LOADING): only the main process needs
+  /// the model's weights; the others may build it inside acc::init_empty_weights (see there).
+  bool cpu_ram_efficient_loading() const;
   bool optimizer_step_was_skipped() const;
   const AcceleratorOptions& options() const { return options_; }
   const PartialState& state() const { return state_; }

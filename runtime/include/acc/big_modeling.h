@@ -48,6 +48,9 @@ class init_on_device {
   init_on_device(const init_on_device&) = delete;
   init_on_device& operator=(const init_on_device&) = delete;
 
+ protected:
+  init_on_device(c10::Device device, bool enabled);
+
  private:
   uint64_t saved_included_ = 0;
   uint64_t saved_excluded_ = 0;
@@ -56,6 +59,13 @@ class init_on_device {
 class init_empty_weights : public init_on_device {
  public:
   init_empty_weights() : init_on_device(c10::Device(c10::kMeta)) {}
+  /// Empty construction only when `enabled`; otherwise the guard changes nothing. For FSDP's
+  /// cpu_ram_efficient_loading, where every process but the main one builds the model empty and
+  /// prepare() gives it the main process's weights (docs/fsdp.md):
+  ///
+  ///     acc::init_empty_weights empty(accelerator.cpu_ram_efficient_loading() &&
+  ///                                   !accelerator.is_main_process());
+  explicit init_empty_weights(bool enabled) : init_on_device(c10::Device(c10::kMeta), enabled) {}
 };
 
 /// Whether any parameter or buffer of `module` is a meta tensor (built empty, not loaded yet).

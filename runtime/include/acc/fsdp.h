@@ -76,6 +76,12 @@ struct FullyShardedDataParallelPlugin {
   /// Broadcast rank 0's parameters and buffers at prepare (env FSDP_SYNC_MODULE_STATES; default
   /// true). False: every rank must have built identical weights itself.
   TORCH_ARG(std::optional<bool>, sync_module_states);
+  /// Only the main process loads the weights (env FSDP_CPU_RAM_EFFICIENT_LOADING; default false;
+  /// acc-launch and accelerate launch set it true): Accelerator::cpu_ram_efficient_loading() tells
+  /// the others to build the model inside acc::init_empty_weights, and prepare() fills it from the
+  /// main process one unit at a time, so no other process ever holds the whole model. Needs
+  /// sync_module_states.
+  TORCH_ARG(std::optional<bool>, cpu_ram_efficient_loading);
   /// Parameters are flattened into units of about this many MiB (per dtype and device); each
   /// unit's gradient is reduce-scattered as soon as backward has produced all of it.
   TORCH_ARG(double, bucket_cap_mb) = detail::kDefaultBucketCapMb;
@@ -94,6 +100,7 @@ struct ResolvedFsdpPlugin {
   StateDictType state_dict_type = StateDictType::FULL_STATE_DICT;
   bool offload_params = false;
   bool sync_module_states = true;
+  bool cpu_ram_efficient_loading = false;
   double bucket_cap_mb = detail::kDefaultBucketCapMb;
 };
 

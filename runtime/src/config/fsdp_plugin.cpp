@@ -156,6 +156,14 @@ ResolvedFsdpPlugin resolve_fsdp_plugin(const FullyShardedDataParallelPlugin& plu
   resolve(out.state_dict_type, plugin.state_dict_type(), env, env::kFsdpStateDictType, parse_state_dict_type);
   resolve(out.offload_params, plugin.offload_params(), env, env::kFsdpOffloadParams, parse_bool);
   resolve(out.sync_module_states, plugin.sync_module_states(), env, env::kFsdpSyncModuleStates, parse_bool);
+  resolve(out.cpu_ram_efficient_loading, plugin.cpu_ram_efficient_loading(), env, env::kFsdpCpuRamEfficientLoading,
+          parse_bool);
+  if (out.cpu_ram_efficient_loading && !out.sync_module_states) {
+    // accelerate launch refuses this pair too: the empty processes would never get weights.
+    throw ConfigError("acc: FSDP cpu_ram_efficient_loading needs sync_module_states (the processes that build "
+                      "the model empty get the main process's weights through it): set "
+                      "FSDP_SYNC_MODULE_STATES=true, or FSDP_CPU_RAM_EFFICIENT_LOADING=false");
+  }
   resolve(out.auto_wrap_policy, plugin.auto_wrap_policy(), env, env::kFsdpAutoWrapPolicy, parse_auto_wrap_policy);
   resolve(out.transformer_cls_names_to_wrap, plugin.transformer_cls_names_to_wrap(), env,
           env::kFsdpTransformerClsToWrap, parse_names);

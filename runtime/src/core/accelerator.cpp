@@ -12,6 +12,7 @@
 #include "checkpoint/state_dict_layout.h"
 #include "checkpoint/training_state.h"
 #include "comm/process_group.h"
+#include "ddp/meta_tensors.h"
 #include "ddp/model_sync.h"
 #include "ddp/reducer.h"
 #include "fsdp/sharded_engine.h"
@@ -167,6 +168,9 @@ detail::StateDictLayout& Accelerator::state_dict_layout() {
 }
 
 bool Accelerator::sync_gradients() const { return gradient_state_->sync_gradients; }
+bool Accelerator::cpu_ram_efficient_loading() const {
+  return resolved_.use_fsdp && resolved_.fsdp.cpu_ram_efficient_loading;
+}
 bool Accelerator::optimizer_step_was_skipped() const { return gradient_state_->step_was_skipped; }
 
 void Accelerator::prepare_model(torch::nn::Module& model) {
@@ -175,20 +179,36 @@ void Accelerator::prepare_model(torch::nn::Module& model) {
   }
   auto prepared = std::make_unique<PreparedModel>();
   prepared->module = &model;
+  // A model built empty (acc::init_empty_weights) on this rank gets rank 0's weights below.
+  const std::string first_meta = detail::first_meta_tensor(model);
   // Move first: changing device or dtype replaces grad accumulators, and with them DDP's hooks.
-  if (options_.device_placement()) model.to(device());
+  if (options_.device_placement()) {
+    if (first_meta.empty()) {
+      model.to(device());
+    } else {
+      detail::move_tensors_with_data(model, device());
+    }
+  }
   if (use_autocast_ && !autocast_session_) {
     // Forward cannot be hooked in C++: autocast is switched on for this thread from the first
     // prepared model on (docs/runtime.md, "Mixed precision").
     autocast_session_ = std::make_unique<AutocastGuard>(device().type(), autocast_dtype_, true);
     gradient_state_->autocast_active = true;
   }
-  if (auto* group = state_.process_group()) {
+  auto* group = state_.process_group();
+  const bool from_rank0 = !fsdp_ || resolved_.fsdp.sync_module_states;
+  const bool built_empty = detail::check_empty_weights(group, first_meta, from_rank0);
+  if (group != nullptr) {
     detail::check_models_agree(*group, model);
     if (fsdp_) {
-      if (resolved_.fsdp.sync_module_states) detail::broadcast_model_state(*group, model);
-      prepared->sync = fsdp_->prepare_model(model);
+      // FSDP fills the trainable parameters unit by unit (cpu_ram_efficient_loading).
+      if (from_rank0) {
+        detail::materialize_meta_tensors(model, device(), /*trainable=*/false);
+        detail::broadcast_model_state(*group, model, /*trainable=*/false);
+      }
+      prepared->sync = fsdp_->prepare_model(model, {from_rank0, built_empty, device()});
     } else {
+      detail::materialize_meta_tensors(model, device(), /*trainable=*/true);
       detail::broadcast_model_state(*group, model);
       prepared->reducer = detail::make_reducer(*group, model, options_.ddp());
       prepared->sync = prepared->reducer.get();

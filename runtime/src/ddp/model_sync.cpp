@@ -54,9 +54,39 @@ void check_models_agree(ProcessGroup& group, const torch::nn::Module& model) {
   }
 }
 
-void broadcast_model_state(ProcessGroup& group, torch::nn::Module& model) {
+bool check_empty_weights(ProcessGroup* group, const std::string& first_meta, bool from_rank0) {
+  const std::string how = "(a meta tensor: the model was built under acc::init_empty_weights)";
+  if (group == nullptr) {
+    if (first_meta.empty()) return false;
+    throw ConfigError("acc: prepare(model): '" + first_meta + "' has no values " + how +
+                      " and no other process gives it any; load the weights before prepare() "
+                      "(acc::load_checkpoint_in_model), or build the model without init_empty_weights");
+  }
+  const auto all = group->all_gather_strings(first_meta, "prepare (model check: weights built empty)");
+  if (!all[0].empty()) {
+    throw ConfigError("acc: prepare(model): '" + all[0] + "' has no values on rank 0 " + how +
+                      "; rank 0 gives every process its weights, so build the model with its weights on the "
+                      "main process only: acc::init_empty_weights empty(accelerator.cpu_ram_efficient_loading() "
+                      "&& !accelerator.is_main_process());");
+  }
+  for (size_t r = 1; r < all.size(); ++r) {
+    if (all[r].empty() || from_rank0) continue;
+    throw ConfigError("acc: prepare(model): '" + all[r] + "' has no values on rank " + std::to_string(r) + " " +
+                      how + ", and FSDP sync_module_states is off, so nothing gives it rank 0's; set "
+                      "FSDP_SYNC_MODULE_STATES=true (FullyShardedDataParallelPlugin().sync_module_states(true)), "
+                      "or build the model with its weights on every rank");
+  }
+  for (const auto& name : all) {
+    if (!name.empty()) return true;
+  }
+  return false;
+}
+
+void broadcast_model_state(ProcessGroup& group, torch::nn::Module& model, bool trainable) {
   std::vector<at::Tensor> tensors;
-  for (auto& p : model.parameters()) tensors.push_back(p);
+  for (auto& p : model.parameters()) {
+    if (trainable || !p.requires_grad()) tensors.push_back(p);
+  }
   for (auto& b : model.buffers()) tensors.push_back(b);
   broadcast_coalesced(group, tensors, 0, "prepare (broadcast of rank 0's weights)");
 }

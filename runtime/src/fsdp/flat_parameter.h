@@ -4,6 +4,7 @@
 // and so every reference the user holds, stay valid). A unit is padded to a multiple of the
 // shard count, so every rank owns an equal contiguous shard of it.
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include <cstdint>
 #include <vector>
@@ -23,14 +24,27 @@ struct FlatParameter {
   std::pair<int64_t, int64_t> local_range(size_t slot, int64_t numel) const;
 };
 
-/// Builds units of about `cap_mb` MiB from `params` in reverse order (the order backward produces
-/// gradients, so the first unit is complete first), never mixing dtypes or devices, and points
-/// every parameter at its slice of its unit.
-std::vector<FlatParameter> flatten_parameters(const std::vector<at::Tensor>& params, double cap_mb,
-                                              int shard_rank, int shard_count);
+// Parameters without data (meta tensors: a model built empty on this rank) count as being on
+// `meta_device`, where their unit is allocated, so that every rank plans the same units.
+
+/// The members of each unit, as indices into `params`: units of about `cap_mb` MiB in reverse order
+/// (the order backward produces gradients, so the first unit is complete first), never mixing
+/// dtypes or devices.
+std::vector<std::vector<size_t>> plan_units(const std::vector<at::Tensor>& params, double cap_mb,
+                                            c10::Device meta_device);
 /// One unit per group (indices into `params`, in the order given), split by dtype and device.
-std::vector<FlatParameter> flatten_parameter_groups(const std::vector<at::Tensor>& params,
-                                                    const std::vector<std::vector<size_t>>& groups,
-                                                    int shard_rank, int shard_count);
+std::vector<std::vector<size_t>> plan_unit_groups(const std::vector<at::Tensor>& params,
+                                                  const std::vector<std::vector<size_t>>& groups,
+                                                  c10::Device meta_device);
+/// The unit of `members` laid out (offsets, shard size) but not allocated: `flat` is a meta tensor
+/// of the unit's padded size and dtype. Its device is unit_device().
+FlatParameter plan_unit(const std::vector<at::Tensor>& params, std::vector<size_t> members, int shard_rank,
+                        int shard_count);
+c10::Device unit_device(const std::vector<at::Tensor>& params, const FlatParameter& unit, c10::Device meta_device);
+/// Allocates a planned unit whole on `device`, copies its members' values into it and points every
+/// member at its slice; a meta member is not copied (its slice is uninitialised until the caller
+/// fills the unit). `released_at_rest` (FULL_SHARD): its memory comes from empty_unit.
+void allocate_unit(FlatParameter& unit, const std::vector<at::Tensor>& params, c10::Device device,
+                   bool released_at_rest);
 
 }  // namespace acc::detail

@@ -57,7 +57,7 @@ bool ShardedEngine::shards_parameters() const {
          plugin_.sharding_strategy == ShardingStrategy::HYBRID_SHARD;
 }
 
-GradientSync* ShardedEngine::prepare_model(torch::nn::Module& model) {
+GradientSync* ShardedEngine::prepare_model(torch::nn::Module& model, const WeightSource& source) {
   std::vector<NamedTensor> params;
   for (const auto& item : model.named_parameters()) {
     if (item.value().requires_grad()) params.push_back({item.key(), item.value()});
@@ -65,10 +65,16 @@ GradientSync* ShardedEngine::prepare_model(torch::nn::Module& model) {
   ShardedReducerOptions options;
   options.bucket_cap_mb = plugin_.bucket_cap_mb;
   options.offload = offload_;
+  options.fill_from = source.from_rank0 ? &world_ : nullptr;
+  options.device = source.device;
   std::vector<UnitModule> units;
   if (shards_parameters()) {
     units = select_units(model, params, plugin_);
-    for (const auto& unit : units) options.groups.push_back(unit.params);
+    for (const auto& unit : units) {
+      options.groups.push_back(unit.params);
+      // The root stays whole: the training loop calls it, so its seam rarely runs.
+      options.start_released.push_back(source.built_empty && !unit.path.empty());
+    }
     options.shard_at_rest = true;
   }
   reducers_.push_back(std::make_unique<ShardedReducer>(std::move(params), *shard_group_,

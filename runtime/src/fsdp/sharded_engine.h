@@ -30,9 +30,19 @@ class ShardedEngine {
   ShardedEngine(ProcessGroup& world, const ResolvedFsdpPlugin& plugin, int local_world_size, bool offload);
   ~ShardedEngine();
 
-  /// Flattens the model's trainable parameters and attaches the sharded reducer (after the
-  /// weights were made equal on every rank); FULL_SHARD also hooks the units' forwards.
-  GradientSync* prepare_model(torch::nn::Module& model);
+  /// Where prepare_model takes the values of the trainable parameters from.
+  struct WeightSource {
+    /// sync_module_states: rank 0 gives every rank each unit's values as the unit is built.
+    bool from_rank0 = false;
+    /// Some rank built the model empty (meta parameters): FULL_SHARD's units other than the root
+    /// start released, so that no rank but 0 ever holds the whole model.
+    bool built_empty = false;
+    /// Where units of meta parameters are allocated: the model's device.
+    c10::Device device = c10::kCPU;
+  };
+  /// Flattens the model's trainable parameters and attaches the sharded reducer (buffers and frozen
+  /// parameters must be equal on every rank already); FULL_SHARD also hooks the units' forwards.
+  GradientSync* prepare_model(torch::nn::Module& model, const WeightSource& source);
   /// Gathers every released unit of a prepared model until the guard ends (then writes changes
   /// back to the shards when `writeback`, and releases them again). Collective. A guard that
   /// outlives the engine does nothing at its end.

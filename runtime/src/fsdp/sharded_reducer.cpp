@@ -3,7 +3,6 @@
 #include <ATen/ops/div.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/scalar_tensor.h>
-#include <ATen/ops/zeros.h>
 #include <c10/core/GradMode.h>
 
 #include <acc/errors.h>
@@ -11,14 +10,6 @@
 #include "comm/process_group.h"
 
 namespace acc::detail {
-
-namespace {
-// Host memory for what offload keeps on the CPU: pinned when it is copied to and from CUDA.
-at::Tensor host_copy(const at::Tensor& tensor) {
-  auto options = tensor.options().device(at::kCPU).pinned_memory(tensor.is_cuda());
-  return at::empty(tensor.sizes(), options).copy_(tensor);
-}
-}  // namespace
 
 ShardedReducer::ShardedReducer(std::vector<NamedTensor> parameters, ProcessGroup& shard_group,
                                ProcessGroup* replica_group, int world_size, ShardedReducerOptions options)
@@ -32,29 +23,44 @@ ShardedReducer::ShardedReducer(std::vector<NamedTensor> parameters, ProcessGroup
   world_divisor_ = at::scalar_tensor(static_cast<double>(world_size_), at::TensorOptions().dtype(at::kFloat));
   std::vector<at::Tensor> tensors;
   for (const auto& p : params_) tensors.push_back(p.tensor);
-  units_ = options.groups.empty()
-               ? flatten_parameters(tensors, options.bucket_cap_mb, shard_group_.rank(), shard_group_.size())
-               : flatten_parameter_groups(tensors, options.groups, shard_group_.rank(), shard_group_.size());
-  state_.resize(units_.size());
+  auto layout = options.groups.empty() ? plan_units(tensors, options.bucket_cap_mb, options.device)
+                                       : plan_unit_groups(tensors, options.groups, options.device);
+  std::vector<size_t> group_of(params_.size(), 0);
+  for (size_t g = 0; g < options.groups.size(); ++g) {
+    for (size_t i : options.groups[g]) group_of[i] = g;
+  }
+  const size_t count = layout.size();
+  state_.resize(count);
   unit_of_.assign(params_.size(), 0);
   slot_of_.assign(params_.size(), 0);
   pieces_.resize(params_.size());
-  masters_.resize(units_.size());
-  gathered_.assign(units_.size(), true);
-  prefetches_.resize(units_.size());
-  whole_at_rest_.assign(units_.size(), true);
-  members_done_.assign(units_.size(), 0);
+  masters_.resize(count);
+  gathered_.assign(count, true);
+  prefetches_.resize(count);
+  whole_at_rest_.assign(count, true);
+  members_done_.assign(count, 0);
   member_seen_.assign(params_.size(), false);
-  for (size_t u = 0; u < units_.size(); ++u) {
-    const auto& unit = units_[u];
-    state_[u].pending = unit.members.size();
-    state_[u].grad_shard = at::zeros({unit.shard_numel}, unit.flat.options());
-    if (offload_) {
-      masters_[u] = host_copy(unit.shard());
-      state_[u].grad_shard = host_copy(state_[u].grad_shard);
-    } else if (shard_at_rest_) {
-      masters_[u] = unit.shard().clone();
+  // One unit at a time: built whole, filled from rank 0, its shard kept, and (start_released)
+  // released before the next is built. The shard's memory is taken before the whole unit's, so
+  // that freeing the unit leaves no hole under it in the heap (a rank that built the model empty
+  // would otherwise keep most of it resident in freed holes).
+  for (size_t u = 0; u < count; ++u) {
+    const size_t group = group_of[layout[u].front()];
+    units_.push_back(plan_unit(tensors, std::move(layout[u]), shard_group_.rank(), shard_group_.size()));
+    auto& unit = units_[u];
+    const auto device = unit_device(tensors, unit, options.device);
+    if (offload_ || shard_at_rest_) {
+      auto master = unit.flat.options().device(offload_ ? c10::Device(at::kCPU) : device);
+      masters_[u] = at::empty({unit.shard_numel}, master.pinned_memory(offload_ && device.is_cuda()));
     }
+    allocate_unit(unit, tensors, device, shard_at_rest_);
+    if (options.fill_from != nullptr) {
+      auto flat = unit.flat;
+      options.fill_from->broadcast_(flat, 0, "prepare (rank 0's weights, FSDP unit " + std::to_string(u + 1) +
+                                                 " of " + std::to_string(count) + ")");
+    }
+    state_[u].pending = unit.members.size();
+    if (masters_[u].defined()) masters_[u].copy_(unit.shard());
     for (size_t j = 0; j < unit.members.size(); ++j) {
       const size_t i = unit.members[j];
       unit_of_[i] = u;
@@ -62,9 +68,13 @@ ShardedReducer::ShardedReducer(std::vector<NamedTensor> parameters, ProcessGroup
       auto [begin, end] = unit.local_range(j, params_[i].tensor.numel());
       if (begin < end) {
         pieces_[i] = masters_[u].defined() ? masters_[u].narrow(0, begin - unit.shard_offset, end - begin)
-                              : unit.flat.narrow(0, begin, end - begin);
+                                           : unit.flat.narrow(0, begin, end - begin);
         unit_of_piece_[pieces_[i].unsafeGetTensorImpl()] = u;
       }
+    }
+    if (shard_at_rest_ && group < options.start_released.size() && options.start_released[group]) {
+      whole_at_rest_[u] = false;
+      release(u);
     }
   }
   for (size_t i = 0; i < params_.size(); ++i) index_of_[params_[i].tensor.unsafeGetTensorImpl()] = i;
@@ -192,6 +202,13 @@ void ShardedReducer::launch_ready_units() {
     state.accumulate = false;
     for (size_t i : units_[next_to_launch_].members) {
       state.accumulate = state.accumulate || (pieces_[i].defined() && pieces_[i].grad().defined());
+    }
+    if (!state.grad_shard.defined()) {
+      // Allocated by the first backward, so that prepare holds nothing but the parameters.
+      const auto options = state.full_grad.options();
+      const int64_t numel = units_[next_to_launch_].shard_numel;
+      state.grad_shard = offload_ ? at::empty({numel}, options.device(at::kCPU).pinned_memory(options.device().is_cuda()))
+                                  : at::empty({numel}, options);
     }
     state.reduced = state.accumulate || offload_
                         ? at::empty({units_[next_to_launch_].shard_numel}, state.full_grad.options())

@@ -6,6 +6,7 @@
 // shard pieces that local_piece() hands out; all_gather_parameters() then makes every rank's
 // parameters full again.
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <functional>
@@ -34,6 +35,14 @@ struct ShardedReducerOptions {
   /// FULL_SHARD: the shard lives apart from the unit's flat buffer (a master on the device, unless
   /// offloaded), so the full parameters can be released between uses (release/gather).
   bool shard_at_rest = false;
+  /// sync_module_states: rank 0 of this group (the whole job) gives each unit its values as the unit
+  /// is built, so a rank that built the model empty (meta parameters) receives one unit at a time.
+  ProcessGroup* fill_from = nullptr;
+  /// Where the units of meta parameters are allocated (the model's device).
+  c10::Device device = c10::kCPU;
+  /// shard_at_rest, per group: its units are released as soon as they are built (so a rank that
+  /// built the model empty never holds it whole); the others start whole.
+  std::vector<bool> start_released;
 };
 
 class ShardedReducer : public GradientSync {
@@ -102,7 +111,7 @@ class ShardedReducer : public GradientSync {
     at::Tensor full_grad;    // the members' gradients until the reduce-scatter has read them
     bool accumulate = false; // add to grad_shard (the optimizer did not drop it) instead of replacing it
     at::Tensor reduced;      // this rank's averaged shard: grad_shard itself unless accumulating or offloading
-    at::Tensor grad_shard;   // what the optimizer's pieces' .grad are views of (CPU under offload)
+    at::Tensor grad_shard;   // what the optimizer's pieces' .grad are views of (CPU under offload); from the first backward
     c10::intrusive_ptr<c10d::Work> work;
   };
   void on_gradient_ready(size_t param) override;

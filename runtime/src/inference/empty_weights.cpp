@@ -24,7 +24,9 @@ const c10::DispatchKeySet kBackendSelect(c10::DispatchKey::BackendSelect);
 
 }  // namespace
 
-init_on_device::init_on_device(c10::Device device) {
+init_on_device::init_on_device(c10::Device device) : init_on_device(device, true) {}
+
+init_on_device::init_on_device(c10::Device device, bool enabled) {
   if (device.type() != c10::kMeta && device.type() != c10::kCPU) {
     throw ConfigError("acc::init_on_device(" + device.str() +
                       "): libtorch has no default device to build modules on; build the model "
@@ -34,6 +36,7 @@ init_on_device::init_on_device(c10::Device device) {
   const auto local = c10::impl::tls_local_dispatch_key_set();
   saved_included_ = local.included_.raw_repr();
   saved_excluded_ = local.excluded_.raw_repr();
+  if (!enabled) return;  // the destructor restores what is there now
   auto next = local;
   if (device.type() == c10::kMeta) {
     next.included_ = next.included_ | kMetaKeys;
