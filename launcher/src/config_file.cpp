@@ -149,18 +149,21 @@ const std::map<std::string, Handler>& handlers() {
         s(r).*field = r.at(v, [&] { return parse_bool(r.scalar(v, k), k); });
       };
     };
-    auto integer = [s](std::optional<int> LaunchSettings::*field, int min_value) {
-      return [s, field, min_value](const Reader& r, const YAML::Node& v, const std::string& k) {
-        s(r).*field = r.at(v, [&] { return parse_int(r.scalar(v, k), k, min_value); });
+    auto integer = [s](std::optional<int> LaunchSettings::*field, const IntRange& range) {
+      return [s, field, range](const Reader& r, const YAML::Node& v, const std::string& k) {
+        s(r).*field = r.at(v, [&] { return parse_int(r.scalar(v, k), k, range); });
       };
     };
     h["use_cpu"] = boolean(&LaunchSettings::use_cpu);
     h["debug"] = boolean(&LaunchSettings::debug);
     h["same_network"] = boolean(&LaunchSettings::same_network);
-    h["num_processes"] = integer(&LaunchSettings::num_processes, -1);
-    h["num_machines"] = integer(&LaunchSettings::num_machines, 1);
-    h["machine_rank"] = integer(&LaunchSettings::machine_rank, 0);
-    h["main_process_port"] = integer(&LaunchSettings::main_process_port, 0);
+    // The ranges of the flags, checked here so that errors name the file and line. num_processes: -1 is
+    // what `accelerate config` writes for "ask on the command line".
+    h["num_processes"] = integer(&LaunchSettings::num_processes,
+                                 {1, kMaxCount, "an integer >= 1, or -1 (give it on the command line)", -1});
+    h["num_machines"] = integer(&LaunchSettings::num_machines, at_least(1));
+    h["machine_rank"] = integer(&LaunchSettings::machine_rank, at_least(0));
+    h["main_process_port"] = integer(&LaunchSettings::main_process_port, port_range());
     h["gpu_ids"] = [s](const Reader& r, const YAML::Node& v, const std::string& k) {
       s(r).gpu_ids = r.at(v, [&] { return parse_gpu_ids(r.scalar(v, k), k); });
     };

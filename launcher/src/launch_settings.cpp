@@ -2,6 +2,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
 
 #include "did_you_mean.h"
 #include "errors.h"
@@ -71,14 +76,14 @@ DistributedType parse_distributed_type(const std::string& value, const std::stri
   for (const auto& [t, name] : distributed_type_names())
     if (upper(value) == name) return t;
   // Accelerate's other types (DEEPSPEED, XLA, MEGATRON_LM, MULTI_NPU, ...) are real but not acc's.
-  throw UsageError(what + ": distributed type '" + value +
-                   "' is not supported by acc; use one of NO, MULTI_CPU, MULTI_GPU, FSDP");
+  throw UsageError(what + ": distributed type " + quoted(value) +
+                   " is not supported by acc; use one of NO, MULTI_CPU, MULTI_GPU, FSDP");
 }
 
 std::string parse_choice(const std::string& value, const std::vector<std::string>& allowed, const std::string& what) {
   for (const auto& choice : allowed)
     if (choice == value) return choice;
-  std::string message = what + ": bad value '" + value + "'; allowed values: " + join(allowed);
+  std::string message = what + ": bad value " + quoted(value) + "; allowed values: " + join(allowed);
   if (auto near = closest_match(value, allowed)) message += " (did you mean '" + *near + "'?)";
   throw UsageError(message);
 }
@@ -92,20 +97,40 @@ bool parse_bool(const std::string& value, const std::string& what) {
   const std::string v = lower(value);
   if (v == "true" || v == "yes" || v == "y" || v == "on" || v == "t" || v == "1") return true;
   if (v == "false" || v == "no" || v == "n" || v == "off" || v == "f" || v == "0") return false;
-  throw UsageError(what + ": bad value '" + value + "'; allowed values: true, false");
+  throw UsageError(what + ": bad value " + quoted(value) + "; allowed values: true, false");
+}
+
+IntRange at_least(int min_value) { return {min_value, kMaxCount, "an integer >= " + std::to_string(min_value)}; }
+
+IntRange port_range() { return {0, 65535, "a port 0-65535 (0 = a free port)"}; }
+
+int parse_int(const std::string& value, const std::string& what, const IntRange& range) {
+  // Whole decimal integers only: "2.5", "0x10", " 3" and the empty string are refused, not cut short.
+  errno = 0;
+  char* end = nullptr;
+  const long long parsed = std::strtoll(value.c_str(), &end, 10);  // LLONG_MIN/MAX (ERANGE) when out of range
+  const bool digits = !value.empty() && end == value.c_str() + value.size() &&
+                      !std::isspace(static_cast<unsigned char>(value.front()));
+  if (digits && ((parsed >= range.min && parsed <= range.max) || (range.also && parsed == *range.also)))
+    return static_cast<int>(parsed);
+  std::string message = what + ": bad value " + quoted(value) + "; expected " + range.allowed;
+  // A value above the limit is stated against it, unless the allowed values already name the limit.
+  if (digits && parsed > range.max && range.allowed.find(std::to_string(range.max)) == std::string::npos)
+    message += " (at most " + std::to_string(range.max) + ")";
+  throw UsageError(message);
 }
 
 int parse_int(const std::string& value, const std::string& what, int min_value) {
-  size_t used = 0;
-  long parsed = 0;
-  try {
-    parsed = std::stol(value, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != value.size() || parsed < min_value || parsed > 1000000000)
-    throw UsageError(what + ": bad value '" + value + "'; expected an integer >= " + std::to_string(min_value));
-  return static_cast<int>(parsed);
+  return parse_int(value, what, at_least(min_value));
+}
+
+double parse_number(const std::string& value, const std::string& what, double min, double max, const std::string& allowed) {
+  char* end = nullptr;
+  const double parsed = std::strtod(value.c_str(), &end);
+  const bool number = !value.empty() && end == value.c_str() + value.size() && std::isfinite(parsed) &&
+                      !std::isspace(static_cast<unsigned char>(value.front()));
+  if (number && parsed >= min && parsed <= max) return parsed;
+  throw UsageError(what + ": bad value " + quoted(value) + "; expected " + allowed);
 }
 
 std::string parse_gpu_ids(const std::string& value, const std::string& what) {
@@ -114,8 +139,27 @@ std::string parse_gpu_ids(const std::string& value, const std::string& what) {
   bool ok = !value.empty() && value.front() != ',' && value.back() != ',' && value.find(",,") == std::string::npos &&
             std::all_of(value.begin(), value.end(),
                         [](unsigned char c) { return std::isalnum(c) || c == ',' || c == '-'; });
-  if (!ok) throw UsageError(what + ": bad value '" + value + "'; expected 'all' or GPU ids like '0,1'");
+  if (!ok) throw UsageError(what + ": bad value " + quoted(value) + "; expected 'all' or GPU ids like '0,1'");
   return value;
+}
+
+std::string quoted(const std::string& value) {
+  constexpr size_t kShown = 60;
+  std::string out = "'";
+  for (size_t i = 0; i < value.size() && i < kShown; ++i) {
+    const unsigned char c = static_cast<unsigned char>(value[i]);
+    if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else if (c < 0x20 || c == 0x7f) {
+      char escaped[5];
+      std::snprintf(escaped, sizeof(escaped), "\\x%02x", c);
+      out += escaped;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (value.size() > kShown) out += "...";
+  return out + "'";
 }
 
 }  // namespace acc::launcher

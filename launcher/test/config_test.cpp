@@ -111,7 +111,7 @@ TEST_F(ConfigFileTest, BadValuesListAllowedValues) {
               HasSubstr("d.yaml:1:19: distributed_type: distributed type 'DEEPSPEED' is not supported by acc; use one of "
                         "NO, MULTI_CPU, MULTI_GPU, FSDP"));
   EXPECT_THAT(error_of("n.yaml", "distributed_type: NO\nnum_processes: two\n"),
-              HasSubstr("n.yaml:2:16: num_processes: bad value 'two'; expected an integer >= -1"));
+              HasSubstr("n.yaml:2:16: num_processes: bad value 'two'; expected an integer >= 1, or -1"));
   EXPECT_THAT(error_of("b.yaml", "distributed_type: NO\nuse_cpu: maybe\n"),
               HasSubstr("use_cpu: bad value 'maybe'; allowed values: true, false"));
   EXPECT_THAT(error_of("s.yaml", "distributed_type: FSDP\nfsdp_config:\n  fsdp_state_dict_type: FULL\n"),
@@ -121,6 +121,41 @@ TEST_F(ConfigFileTest, BadValuesListAllowedValues) {
   EXPECT_THAT(error_of("e.yaml", "num_processes: 2\n"), HasSubstr("no distributed_type; add `distributed_type: NO`"));
   EXPECT_THAT(error_of("sm.yaml", "compute_environment: AMAZON_SAGEMAKER\ndistributed_type: NO\n"),
               HasSubstr("allowed values: LOCAL_MACHINE"));
+}
+
+TEST_F(ConfigFileTest, IntegerKeysNameFileLineAndTheAllowedValues) {
+  // The flags' ranges, checked where the file and line are known (issue 19: num_processes: 0 and
+  // main_process_port: 70000 used to be reported later as the flags --num_processes/--main_process_port).
+  const std::string processes = "; expected an integer >= 1, or -1 (give it on the command line)";
+  EXPECT_EQ(error_of("n0.yaml", "distributed_type: NO\nnum_processes: 0\n"),
+            dir_ + "/n0.yaml:2:16: num_processes: bad value '0'" + processes);
+  EXPECT_EQ(error_of("n3.yaml", "distributed_type: NO\nnum_processes: -3\n"),
+            dir_ + "/n3.yaml:2:16: num_processes: bad value '-3'" + processes);
+  EXPECT_EQ(error_of("nf.yaml", "distributed_type: NO\nnum_processes: 2.5\n"),
+            dir_ + "/nf.yaml:2:16: num_processes: bad value '2.5'" + processes);
+  EXPECT_EQ(error_of("nb.yaml", "distributed_type: NO\nnum_processes: 99999999999\n"),
+            dir_ + "/nb.yaml:2:16: num_processes: bad value '99999999999'" + processes + " (at most 1000000000)");
+  EXPECT_EQ(error_of("m0.yaml", "distributed_type: NO\nnum_machines: 0\n"),
+            dir_ + "/m0.yaml:2:15: num_machines: bad value '0'; expected an integer >= 1");
+  EXPECT_EQ(error_of("r.yaml", "distributed_type: NO\nmachine_rank: -1\n"),
+            dir_ + "/r.yaml:2:15: machine_rank: bad value '-1'; expected an integer >= 0");
+  EXPECT_EQ(error_of("p.yaml", "distributed_type: NO\nmain_process_port: 70000\n"),
+            dir_ + "/p.yaml:2:20: main_process_port: bad value '70000'; expected a port 0-65535 (0 = a free port)");
+  EXPECT_EQ(error_of("pn.yaml", "distributed_type: NO\nmain_process_port: -1\n"),
+            dir_ + "/pn.yaml:2:20: main_process_port: bad value '-1'; expected a port 0-65535 (0 = a free port)");
+  EXPECT_EQ(error_of("fm.yaml", "distributed_type: FSDP\nfsdp_config:\n  fsdp_min_num_params: -5\n"),
+            dir_ + "/fm.yaml:3:24: fsdp_min_num_params: bad value '-5'; expected an integer >= 0");
+  // A value spread over lines is shown on one line.
+  EXPECT_EQ(error_of("ml.yaml", "distributed_type: NO\nnum_machines: |\n  2\n  3\n"),
+            dir_ + "/ml.yaml:2:15: num_machines: bad value '2\\n3\\n'; expected an integer >= 1");
+  // What stays allowed: -1 (ask on the command line), port 0 (a free one), the limits themselves.
+  const LaunchSettings s = read_config_file(write("ok.yaml", "distributed_type: NO\nnum_processes: -1\n"
+                                                             "main_process_port: 0\nmachine_rank: 0\n"))
+                               .settings;
+  EXPECT_EQ(s.num_processes, -1);
+  EXPECT_EQ(s.main_process_port, 0);
+  EXPECT_EQ(read_config_file(write("max.yaml", "distributed_type: NO\nmain_process_port: 65535\n")).settings.main_process_port,
+            65535);
 }
 
 TEST_F(ConfigFileTest, MalformedFilesGiveLineAndColumn) {
