@@ -1,15 +1,19 @@
 #include "config_file.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "did_you_mean.h"
 #include "errors.h"
@@ -43,18 +47,37 @@ YAML::Node json_to_yaml(const nlohmann::json& j) {
   return YAML::Node(j.dump());
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw UsageError("cannot read config file '" + path +
-                     "'; check the path given to --config_file, or write a config with `acc-config`");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
+std::string file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a named pipe (FIFO)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+[[noreturn]] void refuse_file(const std::string& path, const std::string& problem) {
+  throw UsageError("config file '" + path + "' " + problem +
+                   "; give --config_file the path of a YAML or JSON config (`acc-config` writes one)");
+}
+
+[[noreturn]] void cannot_read(const std::string& path, int error) {
+  throw UsageError("cannot read config file '" + path + "' (" + std::strerror(error) +
+                   "); check the path given to --config_file, or write a config with `acc-config`");
+}
+
+[[noreturn]] void refuse_too_large(const std::string& path, long long size) {
+  refuse_file(path, "is " + (size > 0 ? std::to_string(size) + " bytes, " : std::string()) + "over the " +
+                        std::to_string(kMaxConfigBytes >> 20) + " MiB limit for configs");
+}
+
+void check_regular(const std::string& path, const struct stat& info) {
+  if (!S_ISREG(info.st_mode)) refuse_file(path, "is " + file_kind(info.st_mode) + ", not a regular file");
+  if (info.st_size > kMaxConfigBytes) refuse_too_large(path, static_cast<long long>(info.st_size));
 }
 
 YAML::Node parse_document(const std::string& path) {
-  const std::string text = slurp(path);
+  const std::string text = read_config_text(path);
   if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0) {
     try {
       return json_to_yaml(nlohmann::json::parse(text));
@@ -217,6 +240,33 @@ void emit_scalar(YAML::Emitter& out, const std::string& key, const std::string& 
 }
 
 }  // namespace
+
+std::string read_config_text(const std::string& path) {
+  // Checked before opening: opening a FIFO waits for a writer, and some devices act when opened.
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) cannot_read(path, errno);
+  check_regular(path, info);
+  // O_NONBLOCK: had the path been replaced by a FIFO since, open returns at once and fstat refuses it.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) cannot_read(path, errno);
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  if (::fstat(fd, &info) != 0) cannot_read(path, errno);
+  check_regular(path, info);
+  // Read to the end rather than st_size bytes (files in /proc say 0), but never past the limit.
+  std::string text;
+  char buffer[64 * 1024];
+  for (;;) {
+    const ssize_t got = ::read(fd, buffer, sizeof(buffer));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) cannot_read(path, errno);
+    if (got == 0) return text;
+    text.append(buffer, static_cast<size_t>(got));
+    if (static_cast<long>(text.size()) > kMaxConfigBytes) refuse_too_large(path, 0);
+  }
+}
 
 ConfigFile read_config_file(const std::string& path) {
   ConfigFile result{path, {}, {}};

@@ -30,6 +30,14 @@ class ConfigFileTest : public ::testing::Test {
     }
     return "no error";
   }
+  static std::string error_of_path(const std::string& path) {
+    try {
+      read_config_file(path);
+    } catch (const UsageError& e) {
+      return e.what();
+    }
+    return "no error";
+  }
   std::string dir_ = testing::temp_dir("config");
 };
 
@@ -165,6 +173,29 @@ TEST_F(ConfigFileTest, MalformedFilesGiveLineAndColumn) {
               ::testing::MatchesRegex(".*bad.json:3:3: malformed JSON: .+"));
   EXPECT_THAT(error_of("empty.yaml", ""), HasSubstr("the config file is empty; write one with `acc-config`"));
   EXPECT_THAT(error_of("list.yaml", "- a\n- b\n"), HasSubstr("list.yaml:1:1: expected a mapping"));
+}
+
+TEST_F(ConfigFileTest, OnlyRegularFilesUpToOneMebibyteAreRead) {
+  // Issue 19: a directory was reported as "empty". (A FIFO and /dev/zero, which blocked, are tested on
+  // acc-launch under a timeout in launch_process_test.)
+  const std::string fix = "; give --config_file the path of a YAML or JSON config (`acc-config` writes one)";
+  std::filesystem::create_directories(dir_ + "/sub.yaml");
+  EXPECT_EQ(error_of_path(dir_ + "/sub.yaml"), "config file '" + dir_ + "/sub.yaml' is a directory, not a regular file" + fix);
+  EXPECT_EQ(error_of_path("/dev/null"), "config file '/dev/null' is a character device, not a regular file" + fix);
+  // A large file is refused from its size, before anything is read (this one is sparse).
+  const std::string big = write("big.yaml", "distributed_type: NO\n");
+  std::filesystem::resize_file(big, 64 << 20);
+  EXPECT_EQ(error_of_path(big), "config file '" + big + "' is 67108864 bytes, over the 1 MiB limit for configs" + fix);
+  // Up to the limit (1 MiB, the documented one) is fine, one byte more is not.
+  const size_t limit = 1 << 20;
+  std::string text = "distributed_type: NO\n#";
+  text += std::string(limit - text.size() - 1, 'x') + "\n";
+  ASSERT_EQ(text.size(), limit);
+  EXPECT_EQ(read_config_file(write("limit.yaml", text)).settings.distributed_type, DistributedType::kNo);
+  EXPECT_THAT(error_of("over.yaml", text + "\n"), HasSubstr("over.yaml' is 1048577 bytes, over the 1 MiB limit for configs"));
+  // A symbolic link to a config is read as the config.
+  std::filesystem::create_symlink(dir_ + "/limit.yaml", dir_ + "/link.yaml");
+  EXPECT_EQ(read_config_file(dir_ + "/link.yaml").settings.distributed_type, DistributedType::kNo);
 }
 
 TEST_F(ConfigFileTest, MissingFileNamesTheFlag) {

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -365,6 +366,28 @@ TEST(AccLaunch, ConfigValueErrorsNameFileLineKeyAndAllowedValues) {
     const Finished f = run(launch({"--config_file", path, FAKE_RANK, "say", "started"}), options);
     EXPECT_EQ(f.exit_code, 2) << cases[i].message;
     EXPECT_EQ(f.err, "acc-launch: error: " + path + ":" + cases[i].message + "\n");
+    EXPECT_EQ(f.out, "");
+  }
+}
+
+TEST(AccLaunch, ConfigThatIsNotARegularFileIsRefusedWithoutBlocking) {
+  // Issue 19: a FIFO or /dev/zero as the config blocked forever (or read zeros until memory ran out).
+  Options options = clean(5);
+  const std::string dir = *options.env["XDG_CACHE_HOME"];
+  const std::string fifo = dir + "/fifo.yaml";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  std::filesystem::create_directories(dir + "/configs");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {fifo, "a named pipe (FIFO)"}, {"/dev/zero", "a character device"}, {dir + "/configs", "a directory"}};
+  for (const auto& [path, kind] : cases) {
+    const auto start = std::chrono::steady_clock::now();
+    const Finished f = run(launch({"--config_file", path, FAKE_RANK, "say", "started"}), options);
+    EXPECT_FALSE(f.timed_out) << path;
+    EXPECT_LT(seconds_since(start), 3) << path;
+    EXPECT_EQ(f.exit_code, 2) << path;
+    EXPECT_EQ(f.err, "acc-launch: error: config file '" + path + "' is " + kind +
+                         ", not a regular file; give --config_file the path of a YAML or JSON config (`acc-config` "
+                         "writes one)\n");
     EXPECT_EQ(f.out, "");
   }
 }

@@ -121,6 +121,22 @@ TEST(AccEnv, PrintsVersionsPlatformHardwareAndConfig) {
   EXPECT_EQ(run({ACC_ENV, "--bogus"}, options).exit_code, 2);
 }
 
+TEST(AccEnv, ConfigThatIsNotARegularFileIsNamedNotRead) {
+  // acc-env shows the config's contents: a FIFO or /dev/zero given as the config must not block it.
+  Options options = in_cache("env-fifo");
+  options.timeout_s = 5;
+  const std::string fifo = *options.env["XDG_CACHE_HOME"] + "/fifo.yaml";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  for (const auto& [path, kind] : std::vector<std::pair<std::string, std::string>>{
+           {fifo, "a named pipe (FIFO)"}, {"/dev/zero", "a character device"}}) {
+    const Finished f = run({ACC_ENV, "--config_file", path}, options);
+    EXPECT_FALSE(f.timed_out) << path;
+    EXPECT_EQ(f.exit_code, 0) << path;
+    EXPECT_THAT(f.out, HasSubstr("- acc-launch config: " + path + "\n    INVALID: config file '" + path + "' is " + kind +
+                                 ", not a regular file"));
+  }
+}
+
 TEST(AccTest, LaunchesTheSelfTestWithTheConfig) {
   Options options = in_cache("selftest");
   const std::string dir = *options.env["XDG_CACHE_HOME"];
