@@ -76,14 +76,14 @@ DistributedType parse_distributed_type(const std::string& value, const std::stri
   for (const auto& [t, name] : distributed_type_names())
     if (upper(value) == name) return t;
   // Accelerate's other types (DEEPSPEED, XLA, MEGATRON_LM, MULTI_NPU, ...) are real but not acc's.
-  throw UsageError(what + ": distributed type " + quoted(value) +
+  throw UsageError(what + ": distributed type " + quoted_value(value) +
                    " is not supported by acc; use one of NO, MULTI_CPU, MULTI_GPU, FSDP");
 }
 
 std::string parse_choice(const std::string& value, const std::vector<std::string>& allowed, const std::string& what) {
   for (const auto& choice : allowed)
     if (choice == value) return choice;
-  std::string message = what + ": bad value " + quoted(value) + "; allowed values: " + join(allowed);
+  std::string message = what + ": bad value " + quoted_value(value) + "; allowed values: " + join(allowed);
   if (auto near = closest_match(value, allowed)) message += " (did you mean '" + *near + "'?)";
   throw UsageError(message);
 }
@@ -97,7 +97,7 @@ bool parse_bool(const std::string& value, const std::string& what) {
   const std::string v = lower(value);
   if (v == "true" || v == "yes" || v == "y" || v == "on" || v == "t" || v == "1") return true;
   if (v == "false" || v == "no" || v == "n" || v == "off" || v == "f" || v == "0") return false;
-  throw UsageError(what + ": bad value " + quoted(value) + "; allowed values: true, false");
+  throw UsageError(what + ": bad value " + quoted_value(value) + "; allowed values: true, false");
 }
 
 IntRange at_least(int min_value) { return {min_value, kMaxCount, "an integer >= " + std::to_string(min_value)}; }
@@ -113,7 +113,7 @@ int parse_int(const std::string& value, const std::string& what, const IntRange&
                       !std::isspace(static_cast<unsigned char>(value.front()));
   if (digits && ((parsed >= range.min && parsed <= range.max) || (range.also && parsed == *range.also)))
     return static_cast<int>(parsed);
-  std::string message = what + ": bad value " + quoted(value) + "; expected " + range.allowed;
+  std::string message = what + ": bad value " + quoted_value(value) + "; expected " + range.allowed;
   // A value above the limit is stated against it, unless the allowed values already name the limit.
   if (digits && parsed > range.max && range.allowed.find(std::to_string(range.max)) == std::string::npos)
     message += " (at most " + std::to_string(range.max) + ")";
@@ -130,7 +130,7 @@ double parse_number(const std::string& value, const std::string& what, double mi
   const bool number = !value.empty() && end == value.c_str() + value.size() && std::isfinite(parsed) &&
                       !std::isspace(static_cast<unsigned char>(value.front()));
   if (number && parsed >= min && parsed <= max) return parsed;
-  throw UsageError(what + ": bad value " + quoted(value) + "; expected " + allowed);
+  throw UsageError(what + ": bad value " + quoted_value(value) + "; expected " + allowed);
 }
 
 std::string parse_gpu_ids(const std::string& value, const std::string& what) {
@@ -139,11 +139,11 @@ std::string parse_gpu_ids(const std::string& value, const std::string& what) {
   bool ok = !value.empty() && value.front() != ',' && value.back() != ',' && value.find(",,") == std::string::npos &&
             std::all_of(value.begin(), value.end(),
                         [](unsigned char c) { return std::isalnum(c) || c == ',' || c == '-'; });
-  if (!ok) throw UsageError(what + ": bad value " + quoted(value) + "; expected 'all' or GPU ids like '0,1'");
+  if (!ok) throw UsageError(what + ": bad value " + quoted_value(value) + "; expected 'all' or GPU ids like '0,1'");
   return value;
 }
 
-std::string quoted(const std::string& value) {
+std::string quoted_value(const std::string& value) {
   constexpr size_t kShown = 60;
   std::string out = "'";
   for (size_t i = 0; i < value.size() && i < kShown; ++i) {

@@ -65,6 +65,6 @@ double parse_number(const std::string& value, const std::string& what, double mi
 std::string parse_gpu_ids(const std::string& value, const std::string& what);
 // `value` as error messages show it: quoted, control characters escaped (messages stay one line), and
 // cut after 60 characters.
-std::string quoted(const std::string& value);
+std::string quoted_value(const std::string& value);
 
 }  // namespace acc::launcher

@@ -109,7 +109,7 @@ TEST_F(ConfigFileTest, UnknownKeyNamesPositionAndClosestKey) {
               HasSubstr("f.yaml:3:3: unknown key 'fsdp_sharding_stratgy' in fsdp_config (did you mean "
                         "'fsdp_sharding_strategy'?)"));
   EXPECT_THAT(error_of("j.json", R"({"distributed_type": "NO", "bogus_setting": 1})"),
-              HasSubstr("j.json: unknown key 'bogus_setting'"));
+              HasSubstr("j.json:1:28: unknown key 'bogus_setting'"));
 }
 
 TEST_F(ConfigFileTest, BadValuesListAllowedValues) {
@@ -164,6 +164,44 @@ TEST_F(ConfigFileTest, IntegerKeysNameFileLineAndTheAllowedValues) {
   EXPECT_EQ(s.main_process_port, 0);
   EXPECT_EQ(read_config_file(write("max.yaml", "distributed_type: NO\nmain_process_port: 65535\n")).settings.main_process_port,
             65535);
+}
+
+TEST_F(ConfigFileTest, RepeatedKeysAreAnErrorNamingBothLines) {
+  // Issue 19: yaml-cpp (like PyYAML and json.load) quietly kept one of the values.
+  const std::string fix = "; keep only one of them";
+  EXPECT_EQ(error_of("d.yaml", "distributed_type: NO\nnum_processes: 2\nmixed_precision: 'no'\nnum_processes: 3\n"),
+            dir_ + "/d.yaml:4:1: duplicate key 'num_processes', first set on line 2" + fix);
+  EXPECT_EQ(error_of("f.yaml", "distributed_type: FSDP\nfsdp_config:\n  fsdp_offload_params: true\n  fsdp_offload_params: false\n"),
+            dir_ + "/f.yaml:4:3: duplicate key 'fsdp_offload_params', first set on line 3" + fix);
+  // Also in the sections acc ignores, and when the fsdp_ prefix is left out on one of them.
+  EXPECT_EQ(error_of("i.yaml", "distributed_type: NO\ndeepspeed_config:\n  zero_stage: 2\n  zero_stage: 3\n"),
+            dir_ + "/i.yaml:4:3: duplicate key 'zero_stage', first set on line 3" + fix);
+  EXPECT_EQ(error_of("p.yaml", "distributed_type: FSDP\nfsdp_config:\n  backward_prefetch: BACKWARD_PRE\n"
+                               "  fsdp_backward_prefetch: BACKWARD_POST\n"),
+            dir_ + "/p.yaml:4:3: duplicate key 'fsdp_backward_prefetch' in fsdp_config: 'backward_prefetch' on line 3 "
+                   "sets the same option" + fix);
+  // JSON the same way, with lines.
+  EXPECT_EQ(error_of("d.json", "{\n  \"distributed_type\": \"NO\",\n  \"num_processes\": 2,\n  \"num_processes\": 3\n}\n"),
+            dir_ + "/d.json:4:3: duplicate key 'num_processes', first set on line 3" + fix);
+  // JSON that yaml-cpp cannot read (a UTF-16 surrogate pair) is read without positions; a repeated key is
+  // still found.
+  const std::string emoji = R"({"distributed_type": "NO", "main_training_function": "\ud83d\ude00", "num_processes": 2)";
+  EXPECT_EQ(read_config_file(write("e.json", emoji + "}")).settings.num_processes, 2);
+  EXPECT_EQ(error_of("e2.json", emoji + R"(, "num_processes": 3})"),
+            dir_ + "/e2.json: duplicate key 'num_processes' in a JSON object" + fix);
+}
+
+TEST_F(ConfigFileTest, KeysMustBeNames) {
+  // yaml-cpp reads `? [a, b]` as a key; this used to end acc-launch with an uncaught exception.
+  EXPECT_EQ(error_of("k.yaml", "distributed_type: NO\n? [a, b]\n: 1\n"),
+            dir_ + "/k.yaml:2:3: expected a key name, found a list; write `name: value`");
+  EXPECT_EQ(error_of("n.yaml", "distributed_type: NO\n~: 1\n"),
+            dir_ + "/n.yaml:2:1: expected a key name, found nothing; write `name: value`");
+}
+
+TEST_F(ConfigFileTest, JsonErrorsNameTheLine) {
+  EXPECT_EQ(error_of("p.json", "{\"distributed_type\": \"NO\",\n \"main_process_port\": 70000}"),
+            dir_ + "/p.json:2:23: main_process_port: bad value '70000'; expected a port 0-65535 (0 = a free port)");
 }
 
 TEST_F(ConfigFileTest, MalformedFilesGiveLineAndColumn) {

@@ -359,6 +359,8 @@ TEST(AccLaunch, ConfigValueErrorsNameFileLineKeyAndAllowedValues) {
        "2:16: num_processes: bad value '0'; expected an integer >= 1, or -1 (give it on the command line)"},
       {"distributed_type: NO\nmain_process_port: 70000\n",
        "2:20: main_process_port: bad value '70000'; expected a port 0-65535 (0 = a free port)"},
+      {"distributed_type: NO\nnum_processes: 2\nnum_processes: 3\n",
+       "3:1: duplicate key 'num_processes', first set on line 2; keep only one of them"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const std::string path = dir + "/c" + std::to_string(i) + ".yaml";
