@@ -252,7 +252,7 @@ const std::map<std::string, Handler>& handlers() {
       s(r).gpu_ids = r.at(v, [&] { return parse_gpu_ids(r.scalar(v, k), k); });
     };
     h["main_process_ip"] = [s](const Reader& r, const YAML::Node& v, const std::string& k) {
-      s(r).main_process_ip = r.scalar(v, k);
+      s(r).main_process_ip = r.at(v, [&] { return parse_host(r.scalar(v, k), k); });
     };
     h["rdzv_backend"] = [s](const Reader& r, const YAML::Node& v, const std::string& k) {
       s(r).rdzv_backend = r.at(v, [&] { return parse_choice(r.scalar(v, k), {"static"}, k); });

@@ -126,8 +126,10 @@ void add_launch_flags(CLI::App& app, LaunchInvocation& into) {
   add_int_flag(app, "--machine_rank", "", at_least(0), [&](int v) { s.machine_rank = v; },
                "Rank of this machine, 0 for the main one")
       ->group(machines);
-  app.add_option_function<std::string>(flag_names("--main_process_ip"), [&](const std::string& v) { s.main_process_ip = v; },
-                                       "Address of machine 0; default 127.0.0.1")
+  app.add_option_function<std::string>(
+         flag_names("--main_process_ip"),
+         [&](const std::string& v) { s.main_process_ip = checked([&] { return parse_host(v, "--main_process_ip"); }); },
+         "Address of machine 0 (IPv4, IPv6 or host name); default 127.0.0.1")
       ->option_text("ADDR")
       ->group(machines);
   add_int_flag(app, "--main_process_port", "", port_range(), [&](int v) { s.main_process_port = v; },

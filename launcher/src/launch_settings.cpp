@@ -1,5 +1,7 @@
 #include "launch_settings.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -42,6 +44,45 @@ const std::vector<std::pair<DistributedType, std::string>>& distributed_type_nam
       {DistributedType::kMultiGpu, "MULTI_GPU"},
       {DistributedType::kFsdp, "FSDP"}};
   return names;
+}
+
+bool is_ipv4(const std::string& value) {
+  in_addr address{};
+  return ::inet_pton(AF_INET, value.c_str(), &address) == 1;
+}
+
+// An IPv6 address, with an optional zone for link-local addresses ("fe80::1%eth0"), as getaddrinfo takes it.
+bool is_ipv6(const std::string& value) {
+  const size_t percent = value.find('%');
+  const std::string address = value.substr(0, percent);
+  if (percent != std::string::npos) {
+    const std::string zone = value.substr(percent + 1);
+    if (zone.empty() || !std::all_of(zone.begin(), zone.end(), [](unsigned char c) {
+          return std::isalnum(c) || c == '_' || c == '-' || c == '.';
+        }))
+      return false;
+  }
+  in6_addr parsed{};
+  return ::inet_pton(AF_INET6, address.c_str(), &parsed) == 1;
+}
+
+// RFC 1123: labels of 1-63 letters, digits and hyphens, not starting or ending with a hyphen; at most 253
+// characters; a fully qualified name may end in a dot. The last label is never all digits (RFC 3696 2.),
+// so "999.1.1.1" and "1.2.3.4.5" are bad addresses, not names.
+bool is_host_name(std::string_view name) {
+  if (!name.empty() && name.back() == '.') name.remove_suffix(1);
+  if (name.empty() || name.size() > 253) return false;
+  std::string_view label;
+  while (!name.empty()) {
+    const size_t dot = name.find('.');
+    label = name.substr(0, dot);
+    name = dot == std::string_view::npos ? std::string_view() : name.substr(dot + 1);
+    if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-') return false;
+    if (!std::all_of(label.begin(), label.end(), [](unsigned char c) { return std::isalnum(c) || c == '-'; }))
+      return false;
+    if (dot != std::string_view::npos && name.empty()) return false;  // "a..b" or a second trailing dot
+  }
+  return !std::all_of(label.begin(), label.end(), [](unsigned char c) { return std::isdigit(c); });
 }
 
 }  // namespace
@@ -141,6 +182,12 @@ std::string parse_gpu_ids(const std::string& value, const std::string& what) {
                         [](unsigned char c) { return std::isalnum(c) || c == ',' || c == '-'; });
   if (!ok) throw UsageError(what + ": bad value " + quoted_value(value) + "; expected 'all' or GPU ids like '0,1'");
   return value;
+}
+
+std::string parse_host(const std::string& value, const std::string& what) {
+  if (is_ipv4(value) || is_ipv6(value) || is_host_name(value)) return value;
+  throw UsageError(what + ": bad value " + quoted_value(value) +
+                   "; expected an IPv4 address (10.0.0.1), an IPv6 address (fd00::1) or a host name (node-0.example.com)");
 }
 
 std::string quoted_value(const std::string& value) {

@@ -63,6 +63,9 @@ int parse_int(const std::string& value, const std::string& what, int min_value);
 // A decimal number in [min, max] (seconds of the supervision flags); `allowed` states the range.
 double parse_number(const std::string& value, const std::string& what, double min, double max, const std::string& allowed);
 std::string parse_gpu_ids(const std::string& value, const std::string& what);
+// main_process_ip: an IPv4 or IPv6 address, or a host name as RFC 1123 spells them. Syntax only: nothing is
+// looked up (the machine may be offline; a well-formed name that does not resolve fails at the rendezvous).
+std::string parse_host(const std::string& value, const std::string& what);
 // `value` as error messages show it: quoted, control characters escaped (messages stay one line), and
 // cut after 60 characters.
 std::string quoted_value(const std::string& value);

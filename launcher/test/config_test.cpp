@@ -204,6 +204,23 @@ TEST_F(ConfigFileTest, JsonErrorsNameTheLine) {
             dir_ + "/p.json:2:23: main_process_port: bad value '70000'; expected a port 0-65535 (0 = a free port)");
 }
 
+TEST_F(ConfigFileTest, MainProcessIpIsChecked) {
+  // Issue 19: any text was passed on to the ranks as MASTER_ADDR.
+  const std::string allowed =
+      "; expected an IPv4 address (10.0.0.1), an IPv6 address (fd00::1) or a host name (node-0.example.com)";
+  EXPECT_EQ(error_of("a.yaml", "distributed_type: NO\nmain_process_ip: 999.1.1.1\n"),
+            dir_ + "/a.yaml:2:18: main_process_ip: bad value '999.1.1.1'" + allowed);
+  EXPECT_EQ(error_of("b.yaml", "distributed_type: NO\nmain_process_ip: 1.2.3.4.5\n"),
+            dir_ + "/b.yaml:2:18: main_process_ip: bad value '1.2.3.4.5'" + allowed);
+  EXPECT_EQ(error_of("c.yaml", "distributed_type: NO\nmain_process_ip: ''\n"),
+            dir_ + "/c.yaml:2:18: main_process_ip: bad value ''" + allowed);
+  EXPECT_EQ(error_of("d.json", "{\"distributed_type\": \"NO\",\n \"main_process_ip\": \"a b\"}"),
+            dir_ + "/d.json:2:21: main_process_ip: bad value 'a b'" + allowed);
+  for (const std::string good : {"10.0.0.1", "'fd00::1'", "node-0.cluster"})
+    EXPECT_TRUE(read_config_file(write("ok.yaml", "distributed_type: NO\nmain_process_ip: " + good + "\n"))
+                    .settings.main_process_ip.has_value());
+}
+
 TEST_F(ConfigFileTest, MalformedFilesGiveLineAndColumn) {
   EXPECT_THAT(error_of("bad.yaml", "distributed_type: NO\nnum_processes: [2\n"),
               ::testing::MatchesRegex(".*bad.yaml:[0-9]+:[0-9]+: malformed YAML: .+"));

@@ -152,6 +152,21 @@ TEST(AccLaunch, NumericFlagsNameTheFlagAndTheAllowedValuesOnOneLine) {
   EXPECT_EQ(edge.out, "ok\n");
 }
 
+TEST(AccLaunch, MainProcessIpMustBeAnAddressOrAHostName) {
+  // Issue 19: --main_process_ip took any text and handed it to the ranks as MASTER_ADDR.
+  for (const std::string bad : {"1.2.3.4.5", "999.1.1.1", "a b", ""}) {
+    const Finished f = run(launch({"--main_process_ip", bad, FAKE_RANK}), clean());
+    EXPECT_EQ(f.exit_code, 2) << bad;
+    EXPECT_EQ(f.err, "acc-launch: error: --main_process_ip: bad value '" + bad +
+                         "'; expected an IPv4 address (10.0.0.1), an IPv6 address (fd00::1) or a host name "
+                         "(node-0.example.com) (see acc-launch --help)\n");
+  }
+  // A well-formed name is not looked up: it reaches the ranks as it is.
+  const Finished f = run(launch({"-q", "--main_process_ip", "node-0.invalid", FAKE_RANK, "env", "MASTER_ADDR"}), clean());
+  EXPECT_EQ(f.exit_code, 0) << f.err;
+  EXPECT_EQ(f.out, "MASTER_ADDR=node-0.invalid\n");
+}
+
 TEST(AccLaunch, ProgramNotFoundExits127) {
   const Finished f = run(launch({"-n", "2", "--main_process_port", "0", "./no-such-program"}), clean());
   EXPECT_EQ(f.exit_code, 127);
@@ -359,6 +374,9 @@ TEST(AccLaunch, ConfigValueErrorsNameFileLineKeyAndAllowedValues) {
        "2:16: num_processes: bad value '0'; expected an integer >= 1, or -1 (give it on the command line)"},
       {"distributed_type: NO\nmain_process_port: 70000\n",
        "2:20: main_process_port: bad value '70000'; expected a port 0-65535 (0 = a free port)"},
+      {"distributed_type: NO\nmain_process_ip: 999.1.1.1\n",
+       "2:18: main_process_ip: bad value '999.1.1.1'; expected an IPv4 address (10.0.0.1), an IPv6 address (fd00::1) or "
+       "a host name (node-0.example.com)"},
       {"distributed_type: NO\nnum_processes: 2\nnum_processes: 3\n",
        "3:1: duplicate key 'num_processes', first set on line 2; keep only one of them"},
   };

@@ -91,6 +91,19 @@ TEST(AccConfig, QuestionnaireFromPipedInputReasksBadAnswers) {
   EXPECT_EQ(read_text(default_path(options)), written);
 }
 
+TEST(AccConfig, QuestionnaireReasksABadMainMachineAddress) {
+  Options options = in_cache("config-address");
+  // machines, this machine's rank, machine 0's address (bad, then good), then the defaults.
+  options.stdin_text = "2\n0\n999.1.1.1\n10.0.0.1\n\n\n\n\n";
+  const Finished f = run({ACC_CONFIG}, options);
+  ASSERT_EQ(f.exit_code, 0) << f.out << f.err;
+  EXPECT_THAT(f.out, HasSubstr("answer: bad value '999.1.1.1'; expected an IPv4 address (10.0.0.1), an IPv6 address "
+                               "(fd00::1) or a host name (node-0.example.com); please answer again"));
+  const std::string written = read_text(default_path(options));
+  EXPECT_THAT(written, HasSubstr("main_process_ip: 10.0.0.1"));
+  EXPECT_THAT(written, HasSubstr("main_process_port: 29500"));
+}
+
 TEST(AccConfig, QuestionnaireOnAPseudoTerminal) {
   // `script` gives acc-config a terminal, as a user at a shell has.
   Options options = in_cache("config-pty");
