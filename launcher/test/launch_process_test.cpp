@@ -173,6 +173,35 @@ TEST(AccLaunch, ProgramNotFoundExits127) {
   EXPECT_THAT(f.err, HasSubstr("cannot execute './no-such-program': No such file or directory"));
 }
 
+TEST(AccLaunch, MissingProgramGetsAHintThatFitsHowItWasNamed) {
+  // Issue 19: every missing program got "(give a path like ./PROGRAM ...)", so /no/such/prog was suggested
+  // back as .//no/such/prog. Only a bare name is searched in PATH, and only a bare name that is in the
+  // current directory is fixed by ./ in front of it.
+  Options options = clean();
+  const std::string dir = temp_dir("missing-program");
+  options.cwd = dir;
+  const std::string local = "acc-test-program-in-cwd";
+  std::ofstream(dir + "/" + local) << "#!/bin/sh\nexit 0\n";
+  std::ofstream(dir + "/no-interpreter") << "#!/no/such/interpreter\n";
+  for (const char* script : {"/no-interpreter", "/acc-test-program-in-cwd"})
+    ASSERT_EQ(chmod((dir + script).c_str(), 0755), 0);
+  const std::string missing = ": No such file or directory";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"/no/such/prog", missing + " (check the path)"},
+      {"no/such/prog", missing + " (check the path)"},
+      {"./no-such-prog", missing + " (check the path)"},
+      {"acc-no-such-program", missing + " (not found in any directory of PATH; give its path, or add its directory to PATH)"},
+      {local, missing + " (a name without '/' is looked up in PATH only; to run the one in the current directory, give ./" +
+                  local + ")"},
+      {"./no-interpreter", missing + " (the file exists: the interpreter on its #! line, or its dynamic loader, is missing)"},
+  };
+  for (const auto& [program, hint] : cases) {
+    const Finished f = run(launch({"-q", "-n", "1", program}), options);
+    EXPECT_EQ(f.exit_code, 127) << program;
+    EXPECT_EQ(f.err, "acc-launch: cannot execute '" + program + "'" + hint + "\n");
+  }
+}
+
 TEST(AccLaunch, RanksGetTheirEnvironmentAndBothFlagSpellingsWork) {
   const Finished f = run(launch({"--num-processes", "3", "--main-process-port", "0", "--mixed_precision", "bf16", FAKE_RANK,
                                  "env", "RANK", "env", "LOCAL_RANK", "env", "WORLD_SIZE", "env", "LOCAL_WORLD_SIZE", "env",
