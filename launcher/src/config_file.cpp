@@ -7,15 +7,15 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
-#include <nlohmann/json.hpp>
 
 #include "did_you_mean.h"
 #include "errors.h"
@@ -93,8 +93,8 @@ YAML::Node parse_json(const std::string& path, const std::string& text) {
       using Event = nlohmann::json::parse_event_t;
       if (event == Event::object_start) open_objects.emplace_back();
       if (event == Event::object_end && !open_objects.empty()) open_objects.pop_back();
-      if (event == Event::key && !open_objects.empty() && !open_objects.back().insert(parsed.get<std::string>()).second &&
-          !repeated)
+      if (event == Event::key && !open_objects.empty() &&
+          !open_objects.back().insert(parsed.get<std::string>()).second && !repeated)
         repeated = parsed.get<std::string>();
       return true;
     });
@@ -137,6 +137,10 @@ YAML::Node parse_document(const std::string& path) {
   }
 }
 
+std::string node_kind(const YAML::Node& node) {
+  return node.IsMap() ? "a mapping" : node.IsSequence() ? "a list" : node.IsNull() ? "nothing" : "a value";
+}
+
 std::string line_of(const YAML::Mark& mark) { return mark.line < 0 ? "?" : std::to_string(mark.line + 1); }
 
 // YAML and JSON both let a key appear twice in a mapping, and their readers quietly keep one of the values
@@ -150,8 +154,7 @@ void check_keys(const std::string& path, const YAML::Node& node) {
   for (const auto& entry : node) {
     const YAML::Node& key = entry.first;
     if (!key.IsScalar())
-      throw UsageError(location(path, key) + "expected a key name, found " +
-                       (key.IsMap() ? "a mapping" : key.IsSequence() ? "a list" : "nothing") + "; write `name: value`");
+      throw UsageError(location(path, key) + "expected a key name, found " + node_kind(key) + "; write `name: value`");
     const auto [seen, first] = first_seen.emplace(key.Scalar(), key.Mark());
     if (!first)
       throw UsageError(location(path, key) + "duplicate key " + quoted_value(key.Scalar()) + ", first set on line " +
@@ -198,9 +201,9 @@ struct Reader {
       }
       const auto [other, first] = set_by.emplace(option->key, std::make_pair(key, entry.first.Mark()));
       if (!first)
-        throw UsageError(location(path, entry.first) + "duplicate key " + quoted_value(key) + " in fsdp_config: " +
-                         quoted_value(other->second.first) + " on line " + line_of(other->second.second) +
-                         " sets the same option; keep only one of them");
+        throw UsageError(location(path, entry.first) + "duplicate key " + quoted_value(key) +
+                         " in fsdp_config: " + quoted_value(other->second.first) + " on line " +
+                         line_of(other->second.second) + " sets the same option; keep only one of them");
       out.settings.fsdp[option->key] =
           at(entry.second, [&] { return normalize_fsdp_value(*option, scalar(entry.second, key), key); });
     }

@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <functional>
 #include <iostream>
 
 #include <acc/environment.h>
@@ -32,13 +31,17 @@ auto checked(F&& parse) {
 }
 
 // An integer flag checked by parse_int, so that a bad value gets one line naming the flag and the allowed
-// values (CLI11's own range checks print the bounds as doubles, 309 digits for "positive").
+// values (CLI11's own range checks print the bounds as doubles, 309 digits for "positive"). `into` is an
+// int or a std::optional<int>.
+template <typename T>
 CLI::Option* add_int_flag(CLI::App& app, const std::string& snake_name, const std::string& short_names,
-                          const IntRange& range, std::function<void(int)> set, const std::string& help) {
+                          const IntRange& range, T& into, const std::string& help) {
   return app
       .add_option_function<std::string>(
           flag_names(snake_name, short_names),
-          [snake_name, range, set](const std::string& v) { set(checked([&] { return parse_int(v, snake_name, range); })); },
+          [snake_name, range, &into](const std::string& v) {
+            into = checked([&] { return parse_int(v, snake_name, range); });
+          },
           help)
       ->option_text("N");
 }
@@ -109,22 +112,21 @@ void add_launch_flags(CLI::App& app, LaunchInvocation& into) {
       ->group(hardware);
 
   auto* resources = "Processes";
-  add_int_flag(app, "--num_processes", "-n", at_least(1), [&](int v) { s.num_processes = v; },
+  add_int_flag(app, "--num_processes", "-n", at_least(1), s.num_processes,
                "Total number of processes over all machines; default: one per GPU, else 1")
       ->group(resources);
-  add_int_flag(app, "--num_cpu_threads_per_process", "", at_least(1), [&](int v) { s.num_cpu_threads_per_process = v; },
+  add_int_flag(app, "--num_cpu_threads_per_process", "", at_least(1), s.num_cpu_threads_per_process,
                "OMP_NUM_THREADS of each rank; default: cores / local processes, unless already set")
       ->group(resources);
-  add_int_flag(app, "--gradient_accumulation_steps", "", at_least(1), [&](int v) { s.gradient_accumulation_steps = v; },
+  add_int_flag(app, "--gradient_accumulation_steps", "", at_least(1), s.gradient_accumulation_steps,
                "Sets ACCELERATE_GRADIENT_ACCUMULATION_STEPS for the ranks")
       ->group(resources);
 
   auto* machines = "Machines (static rendezvous)";
-  add_int_flag(app, "--num_machines", "", at_least(1), [&](int v) { s.num_machines = v; },
+  add_int_flag(app, "--num_machines", "", at_least(1), s.num_machines,
                "Number of machines; start one acc-launch on each")
       ->group(machines);
-  add_int_flag(app, "--machine_rank", "", at_least(0), [&](int v) { s.machine_rank = v; },
-               "Rank of this machine, 0 for the main one")
+  add_int_flag(app, "--machine_rank", "", at_least(0), s.machine_rank, "Rank of this machine, 0 for the main one")
       ->group(machines);
   app.add_option_function<std::string>(
          flag_names("--main_process_ip"),
@@ -132,8 +134,9 @@ void add_launch_flags(CLI::App& app, LaunchInvocation& into) {
          "Address of machine 0 (IPv4, IPv6 or host name); default 127.0.0.1")
       ->option_text("ADDR")
       ->group(machines);
-  add_int_flag(app, "--main_process_port", "", port_range(), [&](int v) { s.main_process_port = v; },
-               "Rendezvous port on machine 0; 0 picks a free one; default " + std::to_string(env::kDefaultMainProcessPort))
+  add_int_flag(
+      app, "--main_process_port", "", port_range(), s.main_process_port,
+      "Rendezvous port on machine 0; 0 picks a free one; default " + std::to_string(env::kDefaultMainProcessPort))
       ->option_text("PORT")
       ->group(machines);
   app.add_option_function<std::string>(
@@ -147,7 +150,7 @@ void add_launch_flags(CLI::App& app, LaunchInvocation& into) {
       ->group(machines);
 
   auto* supervision = "Supervision and output";
-  add_int_flag(app, "--max_restarts", "", at_least(0), [&](int v) { sup.max_restarts = v; },
+  add_int_flag(app, "--max_restarts", "", at_least(0), sup.max_restarts,
                "Restart all ranks up to N times after a failure; default 0")
       ->group(supervision);
   add_seconds_flag(app, "--monitor_interval", 0.001, 60.0, "seconds from 0.001 to 60", sup.monitor_interval_s,
@@ -160,7 +163,7 @@ void add_launch_flags(CLI::App& app, LaunchInvocation& into) {
                  "Write each rank's output to DIR/attempt_K/rank_R/{stdout,stderr}.log instead of the console")
       ->option_text("DIR")
       ->group(supervision);
-  add_int_flag(app, "--tee", "-t", {0, 3, "0, 1, 2 or 3 (1 stdout, 2 stderr, 3 both)"}, [&](int v) { sup.tee = v; },
+  add_int_flag(app, "--tee", "-t", {0, 3, "0, 1, 2 or 3 (1 stdout, 2 stderr, 3 both)"}, sup.tee,
                "With --log_dir, also show 1: stdout, 2: stderr, 3: both on the console; default 0")
       ->option_text("0-3")
       ->group(supervision);

@@ -150,8 +150,8 @@ int parse_int(const std::string& value, const std::string& what, const IntRange&
   errno = 0;
   char* end = nullptr;
   const long long parsed = std::strtoll(value.c_str(), &end, 10);  // LLONG_MIN/MAX (ERANGE) when out of range
-  const bool digits = !value.empty() && end == value.c_str() + value.size() &&
-                      !std::isspace(static_cast<unsigned char>(value.front()));
+  const bool digits =
+      !value.empty() && end == value.c_str() + value.size() && !std::isspace(static_cast<unsigned char>(value.front()));
   if (digits && ((parsed >= range.min && parsed <= range.max) || (range.also && parsed == *range.also)))
     return static_cast<int>(parsed);
   std::string message = what + ": bad value " + quoted_value(value) + "; expected " + range.allowed;
@@ -165,7 +165,8 @@ int parse_int(const std::string& value, const std::string& what, int min_value) 
   return parse_int(value, what, at_least(min_value));
 }
 
-double parse_number(const std::string& value, const std::string& what, double min, double max, const std::string& allowed) {
+double parse_number(const std::string& value, const std::string& what, double min, double max,
+                    const std::string& allowed) {
   char* end = nullptr;
   const double parsed = std::strtod(value.c_str(), &end);
   const bool number = !value.empty() && end == value.c_str() + value.size() && std::isfinite(parsed) &&
@@ -186,8 +187,9 @@ std::string parse_gpu_ids(const std::string& value, const std::string& what) {
 
 std::string parse_host(const std::string& value, const std::string& what) {
   if (is_ipv4(value) || is_ipv6(value) || is_host_name(value)) return value;
-  throw UsageError(what + ": bad value " + quoted_value(value) +
-                   "; expected an IPv4 address (10.0.0.1), an IPv6 address (fd00::1) or a host name (node-0.example.com)");
+  throw UsageError(
+      what + ": bad value " + quoted_value(value) +
+      "; expected an IPv4 address (10.0.0.1), an IPv6 address (fd00::1) or a host name (node-0.example.com)");
 }
 
 std::string quoted_value(const std::string& value) {
@@ -195,8 +197,10 @@ std::string quoted_value(const std::string& value) {
   std::string out = "'";
   for (size_t i = 0; i < value.size() && i < kShown; ++i) {
     const unsigned char c = static_cast<unsigned char>(value[i]);
-    if (c == '\n') out += "\\n";
-    else if (c == '\t') out += "\\t";
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '\t')
+      out += "\\t";
     else if (c < 0x20 || c == 0x7f) {
       char escaped[5];
       std::snprintf(escaped, sizeof(escaped), "\\x%02x", c);

@@ -43,7 +43,7 @@ DistributedType parse_distributed_type(const std::string& value, const std::stri
 struct IntRange {
   int min = 0;
   int max = 0;
-  std::string allowed;          // how the message states them: "an integer >= 1"
+  std::string allowed;           // how the message states them: "an integer >= 1"
   std::optional<int> also = {};  // one more value outside [min, max] (a config's num_processes: -1)
 };
 // Counts above this are typos, not clusters.
@@ -61,7 +61,8 @@ std::string parse_choice(const std::string& value, const std::vector<std::string
 int parse_int(const std::string& value, const std::string& what, const IntRange& range);
 int parse_int(const std::string& value, const std::string& what, int min_value);  // at_least(min_value)
 // A decimal number in [min, max] (seconds of the supervision flags); `allowed` states the range.
-double parse_number(const std::string& value, const std::string& what, double min, double max, const std::string& allowed);
+double parse_number(const std::string& value, const std::string& what, double min, double max,
+                    const std::string& allowed);
 std::string parse_gpu_ids(const std::string& value, const std::string& what);
 // main_process_ip: an IPv4 or IPv6 address, or a host name as RFC 1123 spells them. Syntax only: nothing is
 // looked up (the machine may be offline; a well-formed name that does not resolve fails at the rendezvous).

@@ -44,7 +44,8 @@ std::string exec_failure(const std::string& program, int error) {
     return message + (exists ? " (the file exists: the interpreter on its #! line, or its dynamic loader, is missing)"
                              : " (check the path)");
   if (exists && S_ISREG(info.st_mode))
-    return message + " (a name without '/' is looked up in PATH only; to run the one in the current directory, give ./" +
+    return message +
+           " (a name without '/' is looked up in PATH only; to run the one in the current directory, give ./" +
            program + ")";
   return message + " (not found in any directory of PATH; give its path, or add its directory to PATH)";
 }

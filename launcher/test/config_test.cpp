@@ -157,12 +157,14 @@ TEST_F(ConfigFileTest, IntegerKeysNameFileLineAndTheAllowedValues) {
   EXPECT_EQ(error_of("ml.yaml", "distributed_type: NO\nnum_machines: |\n  2\n  3\n"),
             dir_ + "/ml.yaml:2:15: num_machines: bad value '2\\n3\\n'; expected an integer >= 1");
   // What stays allowed: -1 (ask on the command line), port 0 (a free one), the limits themselves.
-  const LaunchSettings s = read_config_file(write("ok.yaml", "distributed_type: NO\nnum_processes: -1\n"
-                                                             "main_process_port: 0\nmachine_rank: 0\n"))
+  const LaunchSettings s = read_config_file(write("ok.yaml",
+                                                  "distributed_type: NO\nnum_processes: -1\n"
+                                                  "main_process_port: 0\nmachine_rank: 0\n"))
                                .settings;
   EXPECT_EQ(s.num_processes, -1);
   EXPECT_EQ(s.main_process_port, 0);
-  EXPECT_EQ(read_config_file(write("max.yaml", "distributed_type: NO\nmain_process_port: 65535\n")).settings.main_process_port,
+  EXPECT_EQ(read_config_file(write("max.yaml", "distributed_type: NO\nmain_process_port: 65535\n"))
+                .settings.main_process_port,
             65535);
 }
 
@@ -171,21 +173,28 @@ TEST_F(ConfigFileTest, RepeatedKeysAreAnErrorNamingBothLines) {
   const std::string fix = "; keep only one of them";
   EXPECT_EQ(error_of("d.yaml", "distributed_type: NO\nnum_processes: 2\nmixed_precision: 'no'\nnum_processes: 3\n"),
             dir_ + "/d.yaml:4:1: duplicate key 'num_processes', first set on line 2" + fix);
-  EXPECT_EQ(error_of("f.yaml", "distributed_type: FSDP\nfsdp_config:\n  fsdp_offload_params: true\n  fsdp_offload_params: false\n"),
-            dir_ + "/f.yaml:4:3: duplicate key 'fsdp_offload_params', first set on line 3" + fix);
+  EXPECT_EQ(
+      error_of("f.yaml",
+               "distributed_type: FSDP\nfsdp_config:\n  fsdp_offload_params: true\n  fsdp_offload_params: false\n"),
+      dir_ + "/f.yaml:4:3: duplicate key 'fsdp_offload_params', first set on line 3" + fix);
   // Also in the sections acc ignores, and when the fsdp_ prefix is left out on one of them.
   EXPECT_EQ(error_of("i.yaml", "distributed_type: NO\ndeepspeed_config:\n  zero_stage: 2\n  zero_stage: 3\n"),
             dir_ + "/i.yaml:4:3: duplicate key 'zero_stage', first set on line 3" + fix);
-  EXPECT_EQ(error_of("p.yaml", "distributed_type: FSDP\nfsdp_config:\n  backward_prefetch: BACKWARD_PRE\n"
-                               "  fsdp_backward_prefetch: BACKWARD_POST\n"),
-            dir_ + "/p.yaml:4:3: duplicate key 'fsdp_backward_prefetch' in fsdp_config: 'backward_prefetch' on line 3 "
-                   "sets the same option" + fix);
+  EXPECT_EQ(error_of("p.yaml",
+                     "distributed_type: FSDP\nfsdp_config:\n  backward_prefetch: BACKWARD_PRE\n"
+                     "  fsdp_backward_prefetch: BACKWARD_POST\n"),
+            dir_ +
+                "/p.yaml:4:3: duplicate key 'fsdp_backward_prefetch' in fsdp_config: 'backward_prefetch' on line 3 "
+                "sets the same option" +
+                fix);
   // JSON the same way, with lines.
-  EXPECT_EQ(error_of("d.json", "{\n  \"distributed_type\": \"NO\",\n  \"num_processes\": 2,\n  \"num_processes\": 3\n}\n"),
-            dir_ + "/d.json:4:3: duplicate key 'num_processes', first set on line 3" + fix);
+  EXPECT_EQ(
+      error_of("d.json", "{\n  \"distributed_type\": \"NO\",\n  \"num_processes\": 2,\n  \"num_processes\": 3\n}\n"),
+      dir_ + "/d.json:4:3: duplicate key 'num_processes', first set on line 3" + fix);
   // JSON that yaml-cpp cannot read (a UTF-16 surrogate pair) is read without positions; a repeated key is
   // still found.
-  const std::string emoji = R"({"distributed_type": "NO", "main_training_function": "\ud83d\ude00", "num_processes": 2)";
+  const std::string emoji =
+      R"({"distributed_type": "NO", "main_training_function": "\ud83d\ude00", "num_processes": 2)";
   EXPECT_EQ(read_config_file(write("e.json", emoji + "}")).settings.num_processes, 2);
   EXPECT_EQ(error_of("e2.json", emoji + R"(, "num_processes": 3})"),
             dir_ + "/e2.json: duplicate key 'num_processes' in a JSON object" + fix);
@@ -235,7 +244,8 @@ TEST_F(ConfigFileTest, OnlyRegularFilesUpToOneMebibyteAreRead) {
   // acc-launch under a timeout in launch_process_test.)
   const std::string fix = "; give --config_file the path of a YAML or JSON config (`acc-config` writes one)";
   std::filesystem::create_directories(dir_ + "/sub.yaml");
-  EXPECT_EQ(error_of_path(dir_ + "/sub.yaml"), "config file '" + dir_ + "/sub.yaml' is a directory, not a regular file" + fix);
+  EXPECT_EQ(error_of_path(dir_ + "/sub.yaml"),
+            "config file '" + dir_ + "/sub.yaml' is a directory, not a regular file" + fix);
   EXPECT_EQ(error_of_path("/dev/null"), "config file '/dev/null' is a character device, not a regular file" + fix);
   // A large file is refused from its size, before anything is read (this one is sparse).
   const std::string big = write("big.yaml", "distributed_type: NO\n");
@@ -247,7 +257,8 @@ TEST_F(ConfigFileTest, OnlyRegularFilesUpToOneMebibyteAreRead) {
   text += std::string(limit - text.size() - 1, 'x') + "\n";
   ASSERT_EQ(text.size(), limit);
   EXPECT_EQ(read_config_file(write("limit.yaml", text)).settings.distributed_type, DistributedType::kNo);
-  EXPECT_THAT(error_of("over.yaml", text + "\n"), HasSubstr("over.yaml' is 1048577 bytes, over the 1 MiB limit for configs"));
+  EXPECT_THAT(error_of("over.yaml", text + "\n"),
+              HasSubstr("over.yaml' is 1048577 bytes, over the 1 MiB limit for configs"));
   // A symbolic link to a config is read as the config.
   std::filesystem::create_symlink(dir_ + "/limit.yaml", dir_ + "/link.yaml");
   EXPECT_EQ(read_config_file(dir_ + "/link.yaml").settings.distributed_type, DistributedType::kNo);

@@ -129,8 +129,10 @@ TEST(AccLaunch, NumericFlagsNameTheFlagAndTheAllowedValuesOnOneLine) {
       {{"--main_process_port", "70000"}, "--main_process_port: bad value '70000'" + port},
       {{"--main_process_port", "-1"}, "--main_process_port: bad value '-1'" + port},
       {{"--main-process-port", "http"}, "--main_process_port: bad value 'http'" + port},
-      {{"--num_cpu_threads_per_process", "0"}, "--num_cpu_threads_per_process: bad value '0'; expected an integer >= 1"},
-      {{"--gradient_accumulation_steps", "x"}, "--gradient_accumulation_steps: bad value 'x'; expected an integer >= 1"},
+      {{"--num_cpu_threads_per_process", "0"},
+       "--num_cpu_threads_per_process: bad value '0'; expected an integer >= 1"},
+      {{"--gradient_accumulation_steps", "x"},
+       "--gradient_accumulation_steps: bad value 'x'; expected an integer >= 1"},
       {{"--max_restarts", "-1"}, "--max_restarts: bad value '-1'; expected an integer >= 0"},
       {{"-t", "5"}, "--tee: bad value '5'; expected 0, 1, 2 or 3 (1 stdout, 2 stderr, 3 both)"},
       {{"--monitor_interval", "0"}, "--monitor_interval: bad value '0'; expected seconds from 0.001 to 60"},
@@ -145,9 +147,10 @@ TEST(AccLaunch, NumericFlagsNameTheFlagAndTheAllowedValuesOnOneLine) {
     EXPECT_EQ(f.out, "");
   }
   // The limits themselves are allowed.
-  const Finished edge = run(launch({"-q", "-n", "1", "--main_process_port", "65535", "--machine_rank", "0", "--max_restarts",
-                                    "0", "--tee", "0", "--grace_period", "0", FAKE_RANK, "say", "ok"}),
-                            clean());
+  const Finished edge =
+      run(launch({"-q", "-n", "1", "--main_process_port", "65535", "--machine_rank", "0", "--max_restarts", "0",
+                  "--tee", "0", "--grace_period", "0", FAKE_RANK, "say", "ok"}),
+          clean());
   EXPECT_EQ(edge.exit_code, 0) << edge.err;
   EXPECT_EQ(edge.out, "ok\n");
 }
@@ -162,7 +165,8 @@ TEST(AccLaunch, MainProcessIpMustBeAnAddressOrAHostName) {
                          "(node-0.example.com) (see acc-launch --help)\n");
   }
   // A well-formed name is not looked up: it reaches the ranks as it is.
-  const Finished f = run(launch({"-q", "--main_process_ip", "node-0.invalid", FAKE_RANK, "env", "MASTER_ADDR"}), clean());
+  const Finished f =
+      run(launch({"-q", "--main_process_ip", "node-0.invalid", FAKE_RANK, "env", "MASTER_ADDR"}), clean());
   EXPECT_EQ(f.exit_code, 0) << f.err;
   EXPECT_EQ(f.out, "MASTER_ADDR=node-0.invalid\n");
 }
@@ -190,10 +194,13 @@ TEST(AccLaunch, MissingProgramGetsAHintThatFitsHowItWasNamed) {
       {"/no/such/prog", missing + " (check the path)"},
       {"no/such/prog", missing + " (check the path)"},
       {"./no-such-prog", missing + " (check the path)"},
-      {"acc-no-such-program", missing + " (not found in any directory of PATH; give its path, or add its directory to PATH)"},
-      {local, missing + " (a name without '/' is looked up in PATH only; to run the one in the current directory, give ./" +
+      {"acc-no-such-program",
+       missing + " (not found in any directory of PATH; give its path, or add its directory to PATH)"},
+      {local, missing +
+                  " (a name without '/' is looked up in PATH only; to run the one in the current directory, give ./" +
                   local + ")"},
-      {"./no-interpreter", missing + " (the file exists: the interpreter on its #! line, or its dynamic loader, is missing)"},
+      {"./no-interpreter",
+       missing + " (the file exists: the interpreter on its #! line, or its dynamic loader, is missing)"},
   };
   for (const auto& [program, hint] : cases) {
     const Finished f = run(launch({"-q", "-n", "1", program}), options);
@@ -404,7 +411,8 @@ TEST(AccLaunch, ConfigValueErrorsNameFileLineKeyAndAllowedValues) {
       {"distributed_type: NO\nmain_process_port: 70000\n",
        "2:20: main_process_port: bad value '70000'; expected a port 0-65535 (0 = a free port)"},
       {"distributed_type: NO\nmain_process_ip: 999.1.1.1\n",
-       "2:18: main_process_ip: bad value '999.1.1.1'; expected an IPv4 address (10.0.0.1), an IPv6 address (fd00::1) or "
+       "2:18: main_process_ip: bad value '999.1.1.1'; expected an IPv4 address (10.0.0.1), an IPv6 address (fd00::1) "
+       "or "
        "a host name (node-0.example.com)"},
       {"distributed_type: NO\nnum_processes: 2\nnum_processes: 3\n",
        "3:1: duplicate key 'num_processes', first set on line 2; keep only one of them"},

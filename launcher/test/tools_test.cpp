@@ -145,8 +145,8 @@ TEST(AccEnv, ConfigThatIsNotARegularFileIsNamedNotRead) {
     const Finished f = run({ACC_ENV, "--config_file", path}, options);
     EXPECT_FALSE(f.timed_out) << path;
     EXPECT_EQ(f.exit_code, 0) << path;
-    EXPECT_THAT(f.out, HasSubstr("- acc-launch config: " + path + "\n    INVALID: config file '" + path + "' is " + kind +
-                                 ", not a regular file"));
+    EXPECT_THAT(f.out, HasSubstr("- acc-launch config: " + path + "\n    INVALID: config file '" + path + "' is " +
+                                 kind + ", not a regular file"));
   }
 }
 
