@@ -1,15 +1,21 @@
 #include "config_file.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
+#include <optional>
+#include <set>
 
 #include "did_you_mean.h"
 #include "errors.h"
@@ -43,43 +49,117 @@ YAML::Node json_to_yaml(const nlohmann::json& j) {
   return YAML::Node(j.dump());
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw UsageError("cannot read config file '" + path +
-                     "'; check the path given to --config_file, or write a config with `acc-config`");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
+std::string file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a named pipe (FIFO)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+[[noreturn]] void refuse_file(const std::string& path, const std::string& problem) {
+  throw UsageError("config file '" + path + "' " + problem +
+                   "; give --config_file the path of a YAML or JSON config (`acc-config` writes one)");
+}
+
+[[noreturn]] void cannot_read(const std::string& path, int error) {
+  throw UsageError("cannot read config file '" + path + "' (" + std::strerror(error) +
+                   "); check the path given to --config_file, or write a config with `acc-config`");
+}
+
+[[noreturn]] void refuse_too_large(const std::string& path, long long size) {
+  refuse_file(path, "is " + (size > 0 ? std::to_string(size) + " bytes, " : std::string()) + "over the " +
+                        std::to_string(kMaxConfigBytes >> 20) + " MiB limit for configs");
+}
+
+void check_regular(const std::string& path, const struct stat& info) {
+  if (!S_ISREG(info.st_mode)) refuse_file(path, "is " + file_kind(info.st_mode) + ", not a regular file");
+  if (info.st_size > kMaxConfigBytes) refuse_too_large(path, static_cast<long long>(info.st_size));
+}
+
+bool is_json_name(const std::string& path) {
+  return path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
+}
+
+YAML::Node parse_json(const std::string& path, const std::string& text) {
+  // Syntax first, strictly, as Accelerate's json.load reads it, with nlohmann's messages. The callback
+  // notes a key repeated in an object, which nlohmann's tree would keep only once.
+  std::vector<std::set<std::string>> open_objects;
+  std::optional<std::string> repeated;
+  nlohmann::json tree;
+  try {
+    tree = nlohmann::json::parse(text, [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+      using Event = nlohmann::json::parse_event_t;
+      if (event == Event::object_start) open_objects.emplace_back();
+      if (event == Event::object_end && !open_objects.empty()) open_objects.pop_back();
+      if (event == Event::key && !open_objects.empty() &&
+          !open_objects.back().insert(parsed.get<std::string>()).second && !repeated)
+        repeated = parsed.get<std::string>();
+      return true;
+    });
+  } catch (const nlohmann::json::parse_error& e) {
+    size_t line = 1, column = 1;
+    for (size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
+      if (text[i] == '\n') {
+        ++line;
+        column = 1;
+      } else {
+        ++column;
+      }
+    }
+    std::string message = e.what();
+    // Drop nlohmann's "[json.exception.parse_error.101] parse error at line 1, column 2: " preamble.
+    if (auto colon = message.find(": "); colon != std::string::npos) message = message.substr(colon + 2);
+    throw UsageError(path + ":" + std::to_string(line) + ":" + std::to_string(column) + ": malformed JSON: " + message);
+  }
+  // Then the tree from yaml-cpp (JSON is YAML 1.2's flow style), which keeps every key with its line and
+  // column: JSON errors name the line as YAML errors do, and check_keys finds repeated keys the same way.
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::Exception&) {
+    // yaml-cpp refuses a few valid JSON texts (UTF-16 surrogate pairs such as "\ud83d\ude00", keys over 1024
+    // characters). Those are read from nlohmann's tree, without positions.
+  }
+  if (repeated)
+    throw UsageError(path + ": duplicate key " + quoted_value(*repeated) + " in a JSON object; keep only one of them");
+  return json_to_yaml(tree);
 }
 
 YAML::Node parse_document(const std::string& path) {
-  const std::string text = slurp(path);
-  if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0) {
-    try {
-      return json_to_yaml(nlohmann::json::parse(text));
-    } catch (const nlohmann::json::parse_error& e) {
-      size_t line = 1, column = 1;
-      for (size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
-        if (text[i] == '\n') {
-          ++line;
-          column = 1;
-        } else {
-          ++column;
-        }
-      }
-      std::string message = e.what();
-      // Drop nlohmann's "[json.exception.parse_error.101] parse error at line 1, column 2: " preamble.
-      if (auto colon = message.find(": "); colon != std::string::npos) message = message.substr(colon + 2);
-      throw UsageError(path + ":" + std::to_string(line) + ":" + std::to_string(column) +
-                       ": malformed JSON: " + message);
-    }
-  }
+  const std::string text = read_config_text(path);
+  if (is_json_name(path)) return parse_json(path, text);
   try {
     return YAML::Load(text);
   } catch (const YAML::ParserException& e) {
     throw UsageError(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
                      ": malformed YAML: " + e.msg);
+  }
+}
+
+std::string node_kind(const YAML::Node& node) {
+  return node.IsMap() ? "a mapping" : node.IsSequence() ? "a list" : node.IsNull() ? "nothing" : "a value";
+}
+
+std::string line_of(const YAML::Mark& mark) { return mark.line < 0 ? "?" : std::to_string(mark.line + 1); }
+
+// YAML and JSON both let a key appear twice in a mapping, and their readers quietly keep one of the values
+// (PyYAML and json.load, which Accelerate uses, the last). A repeated key is almost always an edit gone
+// wrong, so acc refuses it and names both lines. Keys must be names: yaml-cpp also reads `? [a, b]: 1`.
+void check_keys(const std::string& path, const YAML::Node& node) {
+  if (node.IsSequence())
+    for (const auto& item : node) check_keys(path, item);
+  if (!node.IsMap()) return;
+  std::map<std::string, YAML::Mark> first_seen;
+  for (const auto& entry : node) {
+    const YAML::Node& key = entry.first;
+    if (!key.IsScalar())
+      throw UsageError(location(path, key) + "expected a key name, found " + node_kind(key) + "; write `name: value`");
+    const auto [seen, first] = first_seen.emplace(key.Scalar(), key.Mark());
+    if (!first)
+      throw UsageError(location(path, key) + "duplicate key " + quoted_value(key.Scalar()) + ", first set on line " +
+                       line_of(seen->second) + "; keep only one of them");
+    check_keys(path, entry.second);
   }
 }
 
@@ -106,17 +186,24 @@ struct Reader {
 
   void read_fsdp(const YAML::Node& map) const {
     if (!map.IsMap()) throw UsageError(location(path, map) + "fsdp_config: expected a mapping of fsdp_* keys");
+    // The fsdp_ prefix may be left out, so two different keys can set one option.
+    std::map<std::string, std::pair<std::string, YAML::Mark>> set_by;
     for (const auto& entry : map) {
-      const std::string key = entry.first.as<std::string>();
+      const std::string key = entry.first.Scalar();
       if (entry.second.IsNull()) continue;
       const FsdpOption* option = find_fsdp_option(key);
       if (!option) {
         std::vector<std::string> known;
         for (const auto& o : fsdp_options()) known.push_back(o.key);
-        std::string message = location(path, entry.first) + "unknown key '" + key + "' in fsdp_config";
+        std::string message = location(path, entry.first) + "unknown key " + quoted_value(key) + " in fsdp_config";
         if (auto near = closest_match(key, known)) message += " (did you mean '" + *near + "'?)";
         throw UsageError(message + "; remove it or fix its spelling");
       }
+      const auto [other, first] = set_by.emplace(option->key, std::make_pair(key, entry.first.Mark()));
+      if (!first)
+        throw UsageError(location(path, entry.first) + "duplicate key " + quoted_value(key) +
+                         " in fsdp_config: " + quoted_value(other->second.first) + " on line " +
+                         line_of(other->second.second) + " sets the same option; keep only one of them");
       out.settings.fsdp[option->key] =
           at(entry.second, [&] { return normalize_fsdp_value(*option, scalar(entry.second, key), key); });
     }
@@ -149,23 +236,26 @@ const std::map<std::string, Handler>& handlers() {
         s(r).*field = r.at(v, [&] { return parse_bool(r.scalar(v, k), k); });
       };
     };
-    auto integer = [s](std::optional<int> LaunchSettings::*field, int min_value) {
-      return [s, field, min_value](const Reader& r, const YAML::Node& v, const std::string& k) {
-        s(r).*field = r.at(v, [&] { return parse_int(r.scalar(v, k), k, min_value); });
+    auto integer = [s](std::optional<int> LaunchSettings::*field, const IntRange& range) {
+      return [s, field, range](const Reader& r, const YAML::Node& v, const std::string& k) {
+        s(r).*field = r.at(v, [&] { return parse_int(r.scalar(v, k), k, range); });
       };
     };
     h["use_cpu"] = boolean(&LaunchSettings::use_cpu);
     h["debug"] = boolean(&LaunchSettings::debug);
     h["same_network"] = boolean(&LaunchSettings::same_network);
-    h["num_processes"] = integer(&LaunchSettings::num_processes, -1);
-    h["num_machines"] = integer(&LaunchSettings::num_machines, 1);
-    h["machine_rank"] = integer(&LaunchSettings::machine_rank, 0);
-    h["main_process_port"] = integer(&LaunchSettings::main_process_port, 0);
+    // The ranges of the flags, checked here so that errors name the file and line. num_processes: -1 is
+    // what `accelerate config` writes for "ask on the command line".
+    h["num_processes"] = integer(&LaunchSettings::num_processes,
+                                 {1, kMaxCount, "an integer >= 1, or -1 (give it on the command line)", -1});
+    h["num_machines"] = integer(&LaunchSettings::num_machines, at_least(1));
+    h["machine_rank"] = integer(&LaunchSettings::machine_rank, at_least(0));
+    h["main_process_port"] = integer(&LaunchSettings::main_process_port, port_range());
     h["gpu_ids"] = [s](const Reader& r, const YAML::Node& v, const std::string& k) {
       s(r).gpu_ids = r.at(v, [&] { return parse_gpu_ids(r.scalar(v, k), k); });
     };
     h["main_process_ip"] = [s](const Reader& r, const YAML::Node& v, const std::string& k) {
-      s(r).main_process_ip = r.scalar(v, k);
+      s(r).main_process_ip = r.at(v, [&] { return parse_host(r.scalar(v, k), k); });
     };
     h["rdzv_backend"] = [s](const Reader& r, const YAML::Node& v, const std::string& k) {
       s(r).rdzv_backend = r.at(v, [&] { return parse_choice(r.scalar(v, k), {"static"}, k); });
@@ -215,21 +305,49 @@ void emit_scalar(YAML::Emitter& out, const std::string& key, const std::string& 
 
 }  // namespace
 
+std::string read_config_text(const std::string& path) {
+  // Checked before opening: opening a FIFO waits for a writer, and some devices act when opened.
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) cannot_read(path, errno);
+  check_regular(path, info);
+  // O_NONBLOCK: had the path been replaced by a FIFO since, open returns at once and fstat refuses it.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) cannot_read(path, errno);
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  if (::fstat(fd, &info) != 0) cannot_read(path, errno);
+  check_regular(path, info);
+  // Read to the end rather than st_size bytes (files in /proc say 0), but never past the limit.
+  std::string text;
+  char buffer[64 * 1024];
+  for (;;) {
+    const ssize_t got = ::read(fd, buffer, sizeof(buffer));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) cannot_read(path, errno);
+    if (got == 0) return text;
+    text.append(buffer, static_cast<size_t>(got));
+    if (static_cast<long>(text.size()) > kMaxConfigBytes) refuse_too_large(path, 0);
+  }
+}
+
 ConfigFile read_config_file(const std::string& path) {
   ConfigFile result{path, {}, {}};
   const YAML::Node root = parse_document(path);
   if (root.IsNull())
     throw UsageError(path + ": the config file is empty; write one with `acc-config` or `acc-config default`");
   if (!root.IsMap()) throw UsageError(location(path, root) + "expected a mapping of settings (key: value)");
+  check_keys(path, root);
 
   const Reader reader{path, result};
   std::vector<std::string> known;
   for (const auto& [key, handler] : handlers()) known.push_back(key);
   for (const auto& entry : root) {
-    const std::string key = entry.first.as<std::string>();
+    const std::string key = entry.first.Scalar();
     auto handler = handlers().find(key);
     if (handler == handlers().end()) {
-      std::string message = location(path, entry.first) + "unknown key '" + key + "'";
+      std::string message = location(path, entry.first) + "unknown key " + quoted_value(key);
       if (auto near = closest_match(key, known)) message += " (did you mean '" + *near + "'?)";
       throw UsageError(message + "; remove it or fix its spelling");
     }

@@ -21,6 +21,16 @@ struct ConfigFile {
 // closest known key) and bad values (listing the allowed ones).
 ConfigFile read_config_file(const std::string& path);
 
+// The largest config file read. Accelerate's configs are well under 4 KiB, even with a DeepSpeed section;
+// 1 MiB leaves room for anything hand-written while a wrong path (a log, a checkpoint, a disk image) is
+// refused at once instead of being read into memory and parsed into a tree many times its size.
+inline constexpr long kMaxConfigBytes = 1 << 20;
+
+// The text of a config file. Anything but a regular file (a directory, a FIFO, a device, a socket) is
+// refused before it is opened, so nothing blocks; so is a file larger than kMaxConfigBytes. Throws
+// UsageError naming the path and what it is.
+std::string read_config_text(const std::string& path);
+
 // Writes `settings` in Accelerate's schema (readable by `accelerate launch` too), creating parent
 // directories. Writes through a temporary file so a crash never leaves half a config.
 void write_config_file(const std::string& path, const LaunchSettings& settings);

@@ -30,6 +30,35 @@ auto checked(F&& parse) {
   }
 }
 
+// An integer flag checked by parse_int, so that a bad value gets one line naming the flag and the allowed
+// values (CLI11's own range checks print the bounds as doubles, 309 digits for "positive"). `into` is an
+// int or a std::optional<int>.
+template <typename T>
+CLI::Option* add_int_flag(CLI::App& app, const std::string& snake_name, const std::string& short_names,
+                          const IntRange& range, T& into, const std::string& help) {
+  return app
+      .add_option_function<std::string>(
+          flag_names(snake_name, short_names),
+          [snake_name, range, &into](const std::string& v) {
+            into = checked([&] { return parse_int(v, snake_name, range); });
+          },
+          help)
+      ->option_text("N");
+}
+
+// The same for the flags given in seconds.
+CLI::Option* add_seconds_flag(CLI::App& app, const std::string& snake_name, double min, double max,
+                              const std::string& allowed, double& into, const std::string& help) {
+  return app
+      .add_option_function<std::string>(
+          flag_names(snake_name),
+          [snake_name, min, max, allowed, &into](const std::string& v) {
+            into = checked([&] { return parse_number(v, snake_name, min, max, allowed); });
+          },
+          help)
+      ->option_text("SECONDS");
+}
+
 void print_plan(const LaunchPlan& plan, const std::optional<std::string>& config, const SupervisorOptions& options) {
   std::cerr << options.tool_name << ": config file: " << config.value_or("none") << "\n"
             << options.tool_name << ": " << plan.world_size << " rank(s) over " << plan.num_machines
@@ -83,43 +112,31 @@ void add_launch_flags(CLI::App& app, LaunchInvocation& into) {
       ->group(hardware);
 
   auto* resources = "Processes";
-  app.add_option_function<int>(flag_names("--num_processes", "-n"), [&](const int& v) { s.num_processes = v; },
-                               "Total number of processes over all machines; default: one per GPU, else 1")
-      ->check(CLI::PositiveNumber)
-      ->option_text("N")
+  add_int_flag(app, "--num_processes", "-n", at_least(1), s.num_processes,
+               "Total number of processes over all machines; default: one per GPU, else 1")
       ->group(resources);
-  app.add_option_function<int>(flag_names("--num_cpu_threads_per_process"),
-                               [&](const int& v) { s.num_cpu_threads_per_process = v; },
-                               "OMP_NUM_THREADS of each rank; default: cores / local processes, unless already set")
-      ->check(CLI::PositiveNumber)
-      ->option_text("N")
+  add_int_flag(app, "--num_cpu_threads_per_process", "", at_least(1), s.num_cpu_threads_per_process,
+               "OMP_NUM_THREADS of each rank; default: cores / local processes, unless already set")
       ->group(resources);
-  app.add_option_function<int>(flag_names("--gradient_accumulation_steps"),
-                               [&](const int& v) { s.gradient_accumulation_steps = v; },
-                               "Sets ACCELERATE_GRADIENT_ACCUMULATION_STEPS for the ranks")
-      ->check(CLI::PositiveNumber)
-      ->option_text("N")
+  add_int_flag(app, "--gradient_accumulation_steps", "", at_least(1), s.gradient_accumulation_steps,
+               "Sets ACCELERATE_GRADIENT_ACCUMULATION_STEPS for the ranks")
       ->group(resources);
 
   auto* machines = "Machines (static rendezvous)";
-  app.add_option_function<int>(flag_names("--num_machines"), [&](const int& v) { s.num_machines = v; },
-                               "Number of machines; start one acc-launch on each")
-      ->check(CLI::PositiveNumber)
-      ->option_text("N")
+  add_int_flag(app, "--num_machines", "", at_least(1), s.num_machines,
+               "Number of machines; start one acc-launch on each")
       ->group(machines);
-  app.add_option_function<int>(flag_names("--machine_rank"), [&](const int& v) { s.machine_rank = v; },
-                               "Rank of this machine, 0 for the main one")
-      ->check(CLI::NonNegativeNumber)
-      ->option_text("N")
+  add_int_flag(app, "--machine_rank", "", at_least(0), s.machine_rank, "Rank of this machine, 0 for the main one")
       ->group(machines);
-  app.add_option_function<std::string>(flag_names("--main_process_ip"), [&](const std::string& v) { s.main_process_ip = v; },
-                                       "Address of machine 0; default 127.0.0.1")
+  app.add_option_function<std::string>(
+         flag_names("--main_process_ip"),
+         [&](const std::string& v) { s.main_process_ip = checked([&] { return parse_host(v, "--main_process_ip"); }); },
+         "Address of machine 0 (IPv4, IPv6 or host name); default 127.0.0.1")
       ->option_text("ADDR")
       ->group(machines);
-  app.add_option_function<int>(flag_names("--main_process_port"), [&](const int& v) { s.main_process_port = v; },
-                               "Rendezvous port on machine 0; 0 picks a free one; default " +
-                                   std::to_string(env::kDefaultMainProcessPort))
-      ->check(CLI::Range(0, 65535))
+  add_int_flag(
+      app, "--main_process_port", "", port_range(), s.main_process_port,
+      "Rendezvous port on machine 0; 0 picks a free one; default " + std::to_string(env::kDefaultMainProcessPort))
       ->option_text("PORT")
       ->group(machines);
   app.add_option_function<std::string>(
@@ -133,26 +150,21 @@ void add_launch_flags(CLI::App& app, LaunchInvocation& into) {
       ->group(machines);
 
   auto* supervision = "Supervision and output";
-  app.add_option(flag_names("--max_restarts"), sup.max_restarts, "Restart all ranks up to N times after a failure; default 0")
-      ->check(CLI::NonNegativeNumber)
-      ->option_text("N")
+  add_int_flag(app, "--max_restarts", "", at_least(0), sup.max_restarts,
+               "Restart all ranks up to N times after a failure; default 0")
       ->group(supervision);
-  app.add_option(flag_names("--monitor_interval"), sup.monitor_interval_s, "Seconds between checks of the ranks; default 0.1")
-      ->check(CLI::Range(0.001, 60.0))
-      ->option_text("SECONDS")
+  add_seconds_flag(app, "--monitor_interval", 0.001, 60.0, "seconds from 0.001 to 60", sup.monitor_interval_s,
+                   "Seconds between checks of the ranks; default 0.1")
       ->group(supervision);
-  app.add_option(flag_names("--grace_period"), sup.grace_period_s,
-                 "Seconds between SIGTERM and SIGKILL when stopping ranks; default 5")
-      ->check(CLI::Range(0.0, 3600.0))
-      ->option_text("SECONDS")
+  add_seconds_flag(app, "--grace_period", 0.0, 3600.0, "seconds from 0 to 3600", sup.grace_period_s,
+                   "Seconds between SIGTERM and SIGKILL when stopping ranks; default 5")
       ->group(supervision);
   app.add_option(flag_names("--log_dir"), sup.log_dir,
                  "Write each rank's output to DIR/attempt_K/rank_R/{stdout,stderr}.log instead of the console")
       ->option_text("DIR")
       ->group(supervision);
-  app.add_option(flag_names("--tee", "-t"), sup.tee,
-                 "With --log_dir, also show 1: stdout, 2: stderr, 3: both on the console; default 0")
-      ->check(CLI::Range(0, 3))
+  add_int_flag(app, "--tee", "-t", {0, 3, "0, 1, 2 or 3 (1 stdout, 2 stderr, 3 both)"}, sup.tee,
+               "With --log_dir, also show 1: stdout, 2: stderr, 3: both on the console; default 0")
       ->option_text("0-3")
       ->group(supervision);
   app.add_flag(flag_names("--no_python"), "Accepted for Accelerate compatibility: programs always run directly")

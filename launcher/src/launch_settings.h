@@ -39,12 +39,36 @@ LaunchSettings overlay(const LaunchSettings& base, const LaunchSettings& top);
 std::string to_string(DistributedType type);
 DistributedType parse_distributed_type(const std::string& value, const std::string& what);
 
-// Value checks shared by flags, config files and the questionnaire. Each throws UsageError whose message
-// names the setting (`what`), the bad value and the allowed values.
+// The values an integer setting allows: checked by parse_int and stated in its message.
+struct IntRange {
+  int min = 0;
+  int max = 0;
+  std::string allowed;           // how the message states them: "an integer >= 1"
+  std::optional<int> also = {};  // one more value outside [min, max] (a config's num_processes: -1)
+};
+// Counts above this are typos, not clusters.
+inline constexpr int kMaxCount = 1000000000;
+// "an integer >= N", up to kMaxCount.
+IntRange at_least(int min_value);
+// The rendezvous port: 0-65535, where 0 picks a free port.
+IntRange port_range();
+
+// Value checks shared by flags, config files and the questionnaire. Each throws UsageError with one line
+// that names the setting (`what`), the bad value and the allowed values.
 std::string parse_mixed_precision(const std::string& value, const std::string& what);
 bool parse_bool(const std::string& value, const std::string& what);
 std::string parse_choice(const std::string& value, const std::vector<std::string>& allowed, const std::string& what);
-int parse_int(const std::string& value, const std::string& what, int min_value);
+int parse_int(const std::string& value, const std::string& what, const IntRange& range);
+int parse_int(const std::string& value, const std::string& what, int min_value);  // at_least(min_value)
+// A decimal number in [min, max] (seconds of the supervision flags); `allowed` states the range.
+double parse_number(const std::string& value, const std::string& what, double min, double max,
+                    const std::string& allowed);
 std::string parse_gpu_ids(const std::string& value, const std::string& what);
+// main_process_ip: an IPv4 or IPv6 address, or a host name as RFC 1123 spells them. Syntax only: nothing is
+// looked up (the machine may be offline; a well-formed name that does not resolve fails at the rendezvous).
+std::string parse_host(const std::string& value, const std::string& what);
+// `value` as error messages show it: quoted, control characters escaped (messages stay one line), and
+// cut after 60 characters.
+std::string quoted_value(const std::string& value);
 
 }  // namespace acc::launcher

@@ -102,7 +102,8 @@ LaunchSettings ask_launch_settings(std::istream& in, std::ostream& out, const Ma
   s.num_machines = a.integer("How many machines will you use?", 1, 1, 100000);
   if (*s.num_machines > 1) {
     s.machine_rank = a.integer("What is the rank of this machine (0 for the main one)?", 0, 0, *s.num_machines - 1);
-    s.main_process_ip = a.text("What is the IP address of the main machine (rank 0)?", "");
+    s.main_process_ip = a.ask<std::string>("What is the IP address or host name of the main machine (rank 0)?", "",
+                                           [](const std::string& v) { return parse_host(v, "answer"); });
     s.main_process_port = a.integer("Which port on the main machine?", env::kDefaultMainProcessPort, 1, 65535);
     s.rdzv_backend = "static";
     s.same_network = true;

@@ -33,6 +33,23 @@ std::string signal_name(int sig) {
   return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
 }
 
+// Why the program could not be executed, with the fix where one is clear. Only a name without '/' is looked
+// up in PATH, so only there can ./NAME be the fix, and only when the current directory has such a file.
+std::string exec_failure(const std::string& program, int error) {
+  std::string message = "cannot execute '" + program + "': " + std::strerror(error);
+  if (error != ENOENT) return message;
+  struct stat info {};
+  const bool exists = ::stat(program.c_str(), &info) == 0;
+  if (program.find('/') != std::string::npos)
+    return message + (exists ? " (the file exists: the interpreter on its #! line, or its dynamic loader, is missing)"
+                             : " (check the path)");
+  if (exists && S_ISREG(info.st_mode))
+    return message +
+           " (a name without '/' is looked up in PATH only; to run the one in the current directory, give ./" +
+           program + ")";
+  return message + " (not found in any directory of PATH; give its path, or add its directory to PATH)";
+}
+
 std::string describe(int wait_status) {
   if (WIFEXITED(wait_status)) return "exited with code " + std::to_string(WEXITSTATUS(wait_status));
   const int sig = WTERMSIG(wait_status);
@@ -167,8 +184,7 @@ class Supervisor {
     if (result.exec_errno != 0) {
       exec_failed_ = true;
       exec_exit_code_ = result.exec_errno == ENOENT ? ExitCode::kNotFound : ExitCode::kCannotExecute;
-      say("cannot execute '" + options_.program[0] + "': " + std::strerror(result.exec_errno) +
-          (result.exec_errno == ENOENT ? " (give a path like ./" + options_.program[0] + ", or put it on PATH)" : ""));
+      say(exec_failure(options_.program[0], result.exec_errno));
       return false;
     }
     return true;

@@ -30,6 +30,14 @@ class ConfigFileTest : public ::testing::Test {
     }
     return "no error";
   }
+  static std::string error_of_path(const std::string& path) {
+    try {
+      read_config_file(path);
+    } catch (const UsageError& e) {
+      return e.what();
+    }
+    return "no error";
+  }
   std::string dir_ = testing::temp_dir("config");
 };
 
@@ -101,7 +109,7 @@ TEST_F(ConfigFileTest, UnknownKeyNamesPositionAndClosestKey) {
               HasSubstr("f.yaml:3:3: unknown key 'fsdp_sharding_stratgy' in fsdp_config (did you mean "
                         "'fsdp_sharding_strategy'?)"));
   EXPECT_THAT(error_of("j.json", R"({"distributed_type": "NO", "bogus_setting": 1})"),
-              HasSubstr("j.json: unknown key 'bogus_setting'"));
+              HasSubstr("j.json:1:28: unknown key 'bogus_setting'"));
 }
 
 TEST_F(ConfigFileTest, BadValuesListAllowedValues) {
@@ -111,7 +119,7 @@ TEST_F(ConfigFileTest, BadValuesListAllowedValues) {
               HasSubstr("d.yaml:1:19: distributed_type: distributed type 'DEEPSPEED' is not supported by acc; use one of "
                         "NO, MULTI_CPU, MULTI_GPU, FSDP"));
   EXPECT_THAT(error_of("n.yaml", "distributed_type: NO\nnum_processes: two\n"),
-              HasSubstr("n.yaml:2:16: num_processes: bad value 'two'; expected an integer >= -1"));
+              HasSubstr("n.yaml:2:16: num_processes: bad value 'two'; expected an integer >= 1, or -1"));
   EXPECT_THAT(error_of("b.yaml", "distributed_type: NO\nuse_cpu: maybe\n"),
               HasSubstr("use_cpu: bad value 'maybe'; allowed values: true, false"));
   EXPECT_THAT(error_of("s.yaml", "distributed_type: FSDP\nfsdp_config:\n  fsdp_state_dict_type: FULL\n"),
@@ -123,6 +131,105 @@ TEST_F(ConfigFileTest, BadValuesListAllowedValues) {
               HasSubstr("allowed values: LOCAL_MACHINE"));
 }
 
+TEST_F(ConfigFileTest, IntegerKeysNameFileLineAndTheAllowedValues) {
+  // The flags' ranges, checked where the file and line are known (issue 19: num_processes: 0 and
+  // main_process_port: 70000 used to be reported later as the flags --num_processes/--main_process_port).
+  const std::string processes = "; expected an integer >= 1, or -1 (give it on the command line)";
+  EXPECT_EQ(error_of("n0.yaml", "distributed_type: NO\nnum_processes: 0\n"),
+            dir_ + "/n0.yaml:2:16: num_processes: bad value '0'" + processes);
+  EXPECT_EQ(error_of("n3.yaml", "distributed_type: NO\nnum_processes: -3\n"),
+            dir_ + "/n3.yaml:2:16: num_processes: bad value '-3'" + processes);
+  EXPECT_EQ(error_of("nf.yaml", "distributed_type: NO\nnum_processes: 2.5\n"),
+            dir_ + "/nf.yaml:2:16: num_processes: bad value '2.5'" + processes);
+  EXPECT_EQ(error_of("nb.yaml", "distributed_type: NO\nnum_processes: 99999999999\n"),
+            dir_ + "/nb.yaml:2:16: num_processes: bad value '99999999999'" + processes + " (at most 1000000000)");
+  EXPECT_EQ(error_of("m0.yaml", "distributed_type: NO\nnum_machines: 0\n"),
+            dir_ + "/m0.yaml:2:15: num_machines: bad value '0'; expected an integer >= 1");
+  EXPECT_EQ(error_of("r.yaml", "distributed_type: NO\nmachine_rank: -1\n"),
+            dir_ + "/r.yaml:2:15: machine_rank: bad value '-1'; expected an integer >= 0");
+  EXPECT_EQ(error_of("p.yaml", "distributed_type: NO\nmain_process_port: 70000\n"),
+            dir_ + "/p.yaml:2:20: main_process_port: bad value '70000'; expected a port 0-65535 (0 = a free port)");
+  EXPECT_EQ(error_of("pn.yaml", "distributed_type: NO\nmain_process_port: -1\n"),
+            dir_ + "/pn.yaml:2:20: main_process_port: bad value '-1'; expected a port 0-65535 (0 = a free port)");
+  EXPECT_EQ(error_of("fm.yaml", "distributed_type: FSDP\nfsdp_config:\n  fsdp_min_num_params: -5\n"),
+            dir_ + "/fm.yaml:3:24: fsdp_min_num_params: bad value '-5'; expected an integer >= 0");
+  // A value spread over lines is shown on one line.
+  EXPECT_EQ(error_of("ml.yaml", "distributed_type: NO\nnum_machines: |\n  2\n  3\n"),
+            dir_ + "/ml.yaml:2:15: num_machines: bad value '2\\n3\\n'; expected an integer >= 1");
+  // What stays allowed: -1 (ask on the command line), port 0 (a free one), the limits themselves.
+  const LaunchSettings s = read_config_file(write("ok.yaml",
+                                                  "distributed_type: NO\nnum_processes: -1\n"
+                                                  "main_process_port: 0\nmachine_rank: 0\n"))
+                               .settings;
+  EXPECT_EQ(s.num_processes, -1);
+  EXPECT_EQ(s.main_process_port, 0);
+  EXPECT_EQ(read_config_file(write("max.yaml", "distributed_type: NO\nmain_process_port: 65535\n"))
+                .settings.main_process_port,
+            65535);
+}
+
+TEST_F(ConfigFileTest, RepeatedKeysAreAnErrorNamingBothLines) {
+  // Issue 19: yaml-cpp (like PyYAML and json.load) quietly kept one of the values.
+  const std::string fix = "; keep only one of them";
+  EXPECT_EQ(error_of("d.yaml", "distributed_type: NO\nnum_processes: 2\nmixed_precision: 'no'\nnum_processes: 3\n"),
+            dir_ + "/d.yaml:4:1: duplicate key 'num_processes', first set on line 2" + fix);
+  EXPECT_EQ(
+      error_of("f.yaml",
+               "distributed_type: FSDP\nfsdp_config:\n  fsdp_offload_params: true\n  fsdp_offload_params: false\n"),
+      dir_ + "/f.yaml:4:3: duplicate key 'fsdp_offload_params', first set on line 3" + fix);
+  // Also in the sections acc ignores, and when the fsdp_ prefix is left out on one of them.
+  EXPECT_EQ(error_of("i.yaml", "distributed_type: NO\ndeepspeed_config:\n  zero_stage: 2\n  zero_stage: 3\n"),
+            dir_ + "/i.yaml:4:3: duplicate key 'zero_stage', first set on line 3" + fix);
+  EXPECT_EQ(error_of("p.yaml",
+                     "distributed_type: FSDP\nfsdp_config:\n  backward_prefetch: BACKWARD_PRE\n"
+                     "  fsdp_backward_prefetch: BACKWARD_POST\n"),
+            dir_ +
+                "/p.yaml:4:3: duplicate key 'fsdp_backward_prefetch' in fsdp_config: 'backward_prefetch' on line 3 "
+                "sets the same option" +
+                fix);
+  // JSON the same way, with lines.
+  EXPECT_EQ(
+      error_of("d.json", "{\n  \"distributed_type\": \"NO\",\n  \"num_processes\": 2,\n  \"num_processes\": 3\n}\n"),
+      dir_ + "/d.json:4:3: duplicate key 'num_processes', first set on line 3" + fix);
+  // JSON that yaml-cpp cannot read (a UTF-16 surrogate pair) is read without positions; a repeated key is
+  // still found.
+  const std::string emoji =
+      R"({"distributed_type": "NO", "main_training_function": "\ud83d\ude00", "num_processes": 2)";
+  EXPECT_EQ(read_config_file(write("e.json", emoji + "}")).settings.num_processes, 2);
+  EXPECT_EQ(error_of("e2.json", emoji + R"(, "num_processes": 3})"),
+            dir_ + "/e2.json: duplicate key 'num_processes' in a JSON object" + fix);
+}
+
+TEST_F(ConfigFileTest, KeysMustBeNames) {
+  // yaml-cpp reads `? [a, b]` as a key; this used to end acc-launch with an uncaught exception.
+  EXPECT_EQ(error_of("k.yaml", "distributed_type: NO\n? [a, b]\n: 1\n"),
+            dir_ + "/k.yaml:2:3: expected a key name, found a list; write `name: value`");
+  EXPECT_EQ(error_of("n.yaml", "distributed_type: NO\n~: 1\n"),
+            dir_ + "/n.yaml:2:1: expected a key name, found nothing; write `name: value`");
+}
+
+TEST_F(ConfigFileTest, JsonErrorsNameTheLine) {
+  EXPECT_EQ(error_of("p.json", "{\"distributed_type\": \"NO\",\n \"main_process_port\": 70000}"),
+            dir_ + "/p.json:2:23: main_process_port: bad value '70000'; expected a port 0-65535 (0 = a free port)");
+}
+
+TEST_F(ConfigFileTest, MainProcessIpIsChecked) {
+  // Issue 19: any text was passed on to the ranks as MASTER_ADDR.
+  const std::string allowed =
+      "; expected an IPv4 address (10.0.0.1), an IPv6 address (fd00::1) or a host name (node-0.example.com)";
+  EXPECT_EQ(error_of("a.yaml", "distributed_type: NO\nmain_process_ip: 999.1.1.1\n"),
+            dir_ + "/a.yaml:2:18: main_process_ip: bad value '999.1.1.1'" + allowed);
+  EXPECT_EQ(error_of("b.yaml", "distributed_type: NO\nmain_process_ip: 1.2.3.4.5\n"),
+            dir_ + "/b.yaml:2:18: main_process_ip: bad value '1.2.3.4.5'" + allowed);
+  EXPECT_EQ(error_of("c.yaml", "distributed_type: NO\nmain_process_ip: ''\n"),
+            dir_ + "/c.yaml:2:18: main_process_ip: bad value ''" + allowed);
+  EXPECT_EQ(error_of("d.json", "{\"distributed_type\": \"NO\",\n \"main_process_ip\": \"a b\"}"),
+            dir_ + "/d.json:2:21: main_process_ip: bad value 'a b'" + allowed);
+  for (const std::string good : {"10.0.0.1", "'fd00::1'", "node-0.cluster"})
+    EXPECT_TRUE(read_config_file(write("ok.yaml", "distributed_type: NO\nmain_process_ip: " + good + "\n"))
+                    .settings.main_process_ip.has_value());
+}
+
 TEST_F(ConfigFileTest, MalformedFilesGiveLineAndColumn) {
   EXPECT_THAT(error_of("bad.yaml", "distributed_type: NO\nnum_processes: [2\n"),
               ::testing::MatchesRegex(".*bad.yaml:[0-9]+:[0-9]+: malformed YAML: .+"));
@@ -130,6 +237,31 @@ TEST_F(ConfigFileTest, MalformedFilesGiveLineAndColumn) {
               ::testing::MatchesRegex(".*bad.json:3:3: malformed JSON: .+"));
   EXPECT_THAT(error_of("empty.yaml", ""), HasSubstr("the config file is empty; write one with `acc-config`"));
   EXPECT_THAT(error_of("list.yaml", "- a\n- b\n"), HasSubstr("list.yaml:1:1: expected a mapping"));
+}
+
+TEST_F(ConfigFileTest, OnlyRegularFilesUpToOneMebibyteAreRead) {
+  // Issue 19: a directory was reported as "empty". (A FIFO and /dev/zero, which blocked, are tested on
+  // acc-launch under a timeout in launch_process_test.)
+  const std::string fix = "; give --config_file the path of a YAML or JSON config (`acc-config` writes one)";
+  std::filesystem::create_directories(dir_ + "/sub.yaml");
+  EXPECT_EQ(error_of_path(dir_ + "/sub.yaml"),
+            "config file '" + dir_ + "/sub.yaml' is a directory, not a regular file" + fix);
+  EXPECT_EQ(error_of_path("/dev/null"), "config file '/dev/null' is a character device, not a regular file" + fix);
+  // A large file is refused from its size, before anything is read (this one is sparse).
+  const std::string big = write("big.yaml", "distributed_type: NO\n");
+  std::filesystem::resize_file(big, 64 << 20);
+  EXPECT_EQ(error_of_path(big), "config file '" + big + "' is 67108864 bytes, over the 1 MiB limit for configs" + fix);
+  // Up to the limit (1 MiB, the documented one) is fine, one byte more is not.
+  const size_t limit = 1 << 20;
+  std::string text = "distributed_type: NO\n#";
+  text += std::string(limit - text.size() - 1, 'x') + "\n";
+  ASSERT_EQ(text.size(), limit);
+  EXPECT_EQ(read_config_file(write("limit.yaml", text)).settings.distributed_type, DistributedType::kNo);
+  EXPECT_THAT(error_of("over.yaml", text + "\n"),
+              HasSubstr("over.yaml' is 1048577 bytes, over the 1 MiB limit for configs"));
+  // A symbolic link to a config is read as the config.
+  std::filesystem::create_symlink(dir_ + "/limit.yaml", dir_ + "/link.yaml");
+  EXPECT_EQ(read_config_file(dir_ + "/link.yaml").settings.distributed_type, DistributedType::kNo);
 }
 
 TEST_F(ConfigFileTest, MissingFileNamesTheFlag) {

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -108,10 +109,104 @@ TEST(AccLaunch, UsageErrorsNameTheProblemAndExitTwo) {
   }
 }
 
+TEST(AccLaunch, NumericFlagsNameTheFlagAndTheAllowedValuesOnOneLine) {
+  // Issue 19: CLI11's own checks printed "Value 0 not in range 0.000000 to 1797693...": 309 digits.
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::string processes = "--num_processes: bad value ";
+  const std::string port = "; expected a port 0-65535 (0 = a free port)";
+  const std::vector<Case> cases = {
+      {{"-n", "0"}, processes + "'0'; expected an integer >= 1"},
+      {{"-n", "abc"}, processes + "'abc'; expected an integer >= 1"},
+      {{"-n", "-3"}, processes + "'-3'; expected an integer >= 1"},
+      {{"--num-processes", "2.5"}, processes + "'2.5'; expected an integer >= 1"},
+      {{"-n", "99999999999"}, processes + "'99999999999'; expected an integer >= 1 (at most 1000000000)"},
+      {{"--num_machines", "0"}, "--num_machines: bad value '0'; expected an integer >= 1"},
+      {{"--num_machines", "two"}, "--num_machines: bad value 'two'; expected an integer >= 1"},
+      {{"--machine_rank", "-1"}, "--machine_rank: bad value '-1'; expected an integer >= 0"},
+      {{"--main_process_port", "70000"}, "--main_process_port: bad value '70000'" + port},
+      {{"--main_process_port", "-1"}, "--main_process_port: bad value '-1'" + port},
+      {{"--main-process-port", "http"}, "--main_process_port: bad value 'http'" + port},
+      {{"--num_cpu_threads_per_process", "0"},
+       "--num_cpu_threads_per_process: bad value '0'; expected an integer >= 1"},
+      {{"--gradient_accumulation_steps", "x"},
+       "--gradient_accumulation_steps: bad value 'x'; expected an integer >= 1"},
+      {{"--max_restarts", "-1"}, "--max_restarts: bad value '-1'; expected an integer >= 0"},
+      {{"-t", "5"}, "--tee: bad value '5'; expected 0, 1, 2 or 3 (1 stdout, 2 stderr, 3 both)"},
+      {{"--monitor_interval", "0"}, "--monitor_interval: bad value '0'; expected seconds from 0.001 to 60"},
+      {{"--grace_period", "soon"}, "--grace_period: bad value 'soon'; expected seconds from 0 to 3600"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> args = c.args;
+    args.push_back(FAKE_RANK);
+    const Finished f = run(launch(args), clean());
+    EXPECT_EQ(f.exit_code, 2) << c.message;
+    EXPECT_EQ(f.err, "acc-launch: error: " + c.message + " (see acc-launch --help)\n");
+    EXPECT_EQ(f.out, "");
+  }
+  // The limits themselves are allowed.
+  const Finished edge =
+      run(launch({"-q", "-n", "1", "--main_process_port", "65535", "--machine_rank", "0", "--max_restarts", "0",
+                  "--tee", "0", "--grace_period", "0", FAKE_RANK, "say", "ok"}),
+          clean());
+  EXPECT_EQ(edge.exit_code, 0) << edge.err;
+  EXPECT_EQ(edge.out, "ok\n");
+}
+
+TEST(AccLaunch, MainProcessIpMustBeAnAddressOrAHostName) {
+  // Issue 19: --main_process_ip took any text and handed it to the ranks as MASTER_ADDR.
+  for (const std::string bad : {"1.2.3.4.5", "999.1.1.1", "a b", ""}) {
+    const Finished f = run(launch({"--main_process_ip", bad, FAKE_RANK}), clean());
+    EXPECT_EQ(f.exit_code, 2) << bad;
+    EXPECT_EQ(f.err, "acc-launch: error: --main_process_ip: bad value '" + bad +
+                         "'; expected an IPv4 address (10.0.0.1), an IPv6 address (fd00::1) or a host name "
+                         "(node-0.example.com) (see acc-launch --help)\n");
+  }
+  // A well-formed name is not looked up: it reaches the ranks as it is.
+  const Finished f =
+      run(launch({"-q", "--main_process_ip", "node-0.invalid", FAKE_RANK, "env", "MASTER_ADDR"}), clean());
+  EXPECT_EQ(f.exit_code, 0) << f.err;
+  EXPECT_EQ(f.out, "MASTER_ADDR=node-0.invalid\n");
+}
+
 TEST(AccLaunch, ProgramNotFoundExits127) {
   const Finished f = run(launch({"-n", "2", "--main_process_port", "0", "./no-such-program"}), clean());
   EXPECT_EQ(f.exit_code, 127);
   EXPECT_THAT(f.err, HasSubstr("cannot execute './no-such-program': No such file or directory"));
+}
+
+TEST(AccLaunch, MissingProgramGetsAHintThatFitsHowItWasNamed) {
+  // Issue 19: every missing program got "(give a path like ./PROGRAM ...)", so /no/such/prog was suggested
+  // back as .//no/such/prog. Only a bare name is searched in PATH, and only a bare name that is in the
+  // current directory is fixed by ./ in front of it.
+  Options options = clean();
+  const std::string dir = temp_dir("missing-program");
+  options.cwd = dir;
+  const std::string local = "acc-test-program-in-cwd";
+  std::ofstream(dir + "/" + local) << "#!/bin/sh\nexit 0\n";
+  std::ofstream(dir + "/no-interpreter") << "#!/no/such/interpreter\n";
+  for (const char* script : {"/no-interpreter", "/acc-test-program-in-cwd"})
+    ASSERT_EQ(chmod((dir + script).c_str(), 0755), 0);
+  const std::string missing = ": No such file or directory";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"/no/such/prog", missing + " (check the path)"},
+      {"no/such/prog", missing + " (check the path)"},
+      {"./no-such-prog", missing + " (check the path)"},
+      {"acc-no-such-program",
+       missing + " (not found in any directory of PATH; give its path, or add its directory to PATH)"},
+      {local, missing +
+                  " (a name without '/' is looked up in PATH only; to run the one in the current directory, give ./" +
+                  local + ")"},
+      {"./no-interpreter",
+       missing + " (the file exists: the interpreter on its #! line, or its dynamic loader, is missing)"},
+  };
+  for (const auto& [program, hint] : cases) {
+    const Finished f = run(launch({"-q", "-n", "1", program}), options);
+    EXPECT_EQ(f.exit_code, 127) << program;
+    EXPECT_EQ(f.err, "acc-launch: cannot execute '" + program + "'" + hint + "\n");
+  }
 }
 
 TEST(AccLaunch, RanksGetTheirEnvironmentAndBothFlagSpellingsWork) {
@@ -300,6 +395,58 @@ TEST(AccLaunch, ConfigErrorsStopBeforeAnythingStarts) {
   EXPECT_EQ(f.err, "acc-launch: error: " + path +
                        ":2:1: unknown key 'num_procesess' (did you mean 'num_processes'?); remove it or fix its spelling\n");
   EXPECT_EQ(f.out, "");
+}
+
+TEST(AccLaunch, ConfigValueErrorsNameFileLineKeyAndAllowedValues) {
+  // Issue 19: these were reported as the flags --num_processes/--main_process_port, without the file.
+  Options options = clean();
+  const std::string dir = *options.env["XDG_CACHE_HOME"];
+  struct Case {
+    std::string text;
+    std::string message;  // after "<path>:"
+  };
+  const std::vector<Case> cases = {
+      {"distributed_type: NO\nnum_processes: 0\n",
+       "2:16: num_processes: bad value '0'; expected an integer >= 1, or -1 (give it on the command line)"},
+      {"distributed_type: NO\nmain_process_port: 70000\n",
+       "2:20: main_process_port: bad value '70000'; expected a port 0-65535 (0 = a free port)"},
+      {"distributed_type: NO\nmain_process_ip: 999.1.1.1\n",
+       "2:18: main_process_ip: bad value '999.1.1.1'; expected an IPv4 address (10.0.0.1), an IPv6 address (fd00::1) "
+       "or "
+       "a host name (node-0.example.com)"},
+      {"distributed_type: NO\nnum_processes: 2\nnum_processes: 3\n",
+       "3:1: duplicate key 'num_processes', first set on line 2; keep only one of them"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::string path = dir + "/c" + std::to_string(i) + ".yaml";
+    std::ofstream(path) << cases[i].text;
+    const Finished f = run(launch({"--config_file", path, FAKE_RANK, "say", "started"}), options);
+    EXPECT_EQ(f.exit_code, 2) << cases[i].message;
+    EXPECT_EQ(f.err, "acc-launch: error: " + path + ":" + cases[i].message + "\n");
+    EXPECT_EQ(f.out, "");
+  }
+}
+
+TEST(AccLaunch, ConfigThatIsNotARegularFileIsRefusedWithoutBlocking) {
+  // Issue 19: a FIFO or /dev/zero as the config blocked forever (or read zeros until memory ran out).
+  Options options = clean(5);
+  const std::string dir = *options.env["XDG_CACHE_HOME"];
+  const std::string fifo = dir + "/fifo.yaml";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  std::filesystem::create_directories(dir + "/configs");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {fifo, "a named pipe (FIFO)"}, {"/dev/zero", "a character device"}, {dir + "/configs", "a directory"}};
+  for (const auto& [path, kind] : cases) {
+    const auto start = std::chrono::steady_clock::now();
+    const Finished f = run(launch({"--config_file", path, FAKE_RANK, "say", "started"}), options);
+    EXPECT_FALSE(f.timed_out) << path;
+    EXPECT_LT(seconds_since(start), 3) << path;
+    EXPECT_EQ(f.exit_code, 2) << path;
+    EXPECT_EQ(f.err, "acc-launch: error: config file '" + path + "' is " + kind +
+                         ", not a regular file; give --config_file the path of a YAML or JSON config (`acc-config` "
+                         "writes one)\n");
+    EXPECT_EQ(f.out, "");
+  }
 }
 
 // Two launchers, machine 0 and machine 1 on loopback, meet at the static rendezvous: rank 0 listens on

@@ -237,6 +237,48 @@ TEST(RankOutput, WholeLinesPrefixedAndHistoryKept) {
   EXPECT_THAT(history.lines(), ::testing::ElementsAre("second", "third"));
 }
 
+TEST(Settings, MainProcessIpIsAnAddressOrAHostName) {
+  const std::string label63(63, 'a');
+  for (const std::string& good : std::vector<std::string>{
+           "10.0.0.1", "127.0.0.1", "::1", "fd00::1", "2001:db8::8a2e:370:7334", "fe80::1%eth0", "localhost", "node-0",
+           "node-0.example.com", "node-0.example.com.", "n01", "1a.example", label63 + ".example"})
+    EXPECT_EQ(parse_host(good, "--main_process_ip"), good);
+  const std::string allowed =
+      "; expected an IPv4 address (10.0.0.1), an IPv6 address (fd00::1) or a host name (node-0.example.com)";
+  for (const std::string& bad : std::vector<std::string>{"",
+                                                         " ",
+                                                         "a b",
+                                                         "1.2.3.4.5",
+                                                         "999.1.1.1",
+                                                         "256.0.0.1",
+                                                         "1.2.3",
+                                                         "12345",
+                                                         "-node",
+                                                         "node-",
+                                                         "a..b",
+                                                         "a_b",
+                                                         "[::1]",
+                                                         "::1%",
+                                                         "fe80::1%",
+                                                         "http://node0",
+                                                         "node0:29500",
+                                                         "10.0.0.1\n",
+                                                         label63 + "a.example",
+                                                         std::string(250, 'a') + ".com"}) {
+    try {
+      parse_host(bad, "--main_process_ip");
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const UsageError& e) {
+      EXPECT_EQ(std::string(e.what()), "--main_process_ip: bad value " + quoted_value(bad) + allowed);
+    }
+  }
+}
+
+TEST(Settings, ValuesInMessagesStayOnOneLine) {
+  EXPECT_EQ(quoted_value("a\nb\tc\x01"), "'a\\nb\\tc\\x01'");
+  EXPECT_EQ(quoted_value(std::string(70, 'x')), "'" + std::string(60, 'x') + "...'");
+}
+
 TEST(DidYouMean, SuggestsOnlyPlausibleTypos) {
   EXPECT_EQ(closest_match("num_proceses", {"num_processes", "num_machines"}), "num_processes");
   EXPECT_EQ(closest_match("zzz", {"num_processes", "num_machines"}), std::nullopt);

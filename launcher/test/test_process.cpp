@@ -43,6 +43,7 @@ Process::Process(const std::vector<std::string>& argv, const Options& options) :
     dup2(in[0], 0);
     dup2(out[1], 1);
     dup2(err[1], 2);
+    if (!options.cwd.empty() && chdir(options.cwd.c_str()) != 0) _exit(127);
     execve(args[0], args.data(), envp.data());
     _exit(127);
   }

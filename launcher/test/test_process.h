@@ -21,6 +21,7 @@ struct Finished {
 struct Options {
   std::map<std::string, std::optional<std::string>> env;  // overrides; nullopt removes the variable
   std::string stdin_text;
+  std::string cwd;  // empty: the test's own
   double timeout_s = 30;
 };
 

@@ -91,6 +91,19 @@ TEST(AccConfig, QuestionnaireFromPipedInputReasksBadAnswers) {
   EXPECT_EQ(read_text(default_path(options)), written);
 }
 
+TEST(AccConfig, QuestionnaireReasksABadMainMachineAddress) {
+  Options options = in_cache("config-address");
+  // machines, this machine's rank, machine 0's address (bad, then good), then the defaults.
+  options.stdin_text = "2\n0\n999.1.1.1\n10.0.0.1\n\n\n\n\n";
+  const Finished f = run({ACC_CONFIG}, options);
+  ASSERT_EQ(f.exit_code, 0) << f.out << f.err;
+  EXPECT_THAT(f.out, HasSubstr("answer: bad value '999.1.1.1'; expected an IPv4 address (10.0.0.1), an IPv6 address "
+                               "(fd00::1) or a host name (node-0.example.com); please answer again"));
+  const std::string written = read_text(default_path(options));
+  EXPECT_THAT(written, HasSubstr("main_process_ip: 10.0.0.1"));
+  EXPECT_THAT(written, HasSubstr("main_process_port: 29500"));
+}
+
 TEST(AccConfig, QuestionnaireOnAPseudoTerminal) {
   // `script` gives acc-config a terminal, as a user at a shell has.
   Options options = in_cache("config-pty");
@@ -119,6 +132,22 @@ TEST(AccEnv, PrintsVersionsPlatformHardwareAndConfig) {
   EXPECT_THAT(run({ACC_ENV, "--help"}, options).out, HasSubstr("Usage: acc-env [options]"));
   EXPECT_THAT(run({ACC_ENV, "--version"}, options).out, HasSubstr("acc-env (acc) 0.1.0"));
   EXPECT_EQ(run({ACC_ENV, "--bogus"}, options).exit_code, 2);
+}
+
+TEST(AccEnv, ConfigThatIsNotARegularFileIsNamedNotRead) {
+  // acc-env shows the config's contents: a FIFO or /dev/zero given as the config must not block it.
+  Options options = in_cache("env-fifo");
+  options.timeout_s = 5;
+  const std::string fifo = *options.env["XDG_CACHE_HOME"] + "/fifo.yaml";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  for (const auto& [path, kind] : std::vector<std::pair<std::string, std::string>>{
+           {fifo, "a named pipe (FIFO)"}, {"/dev/zero", "a character device"}}) {
+    const Finished f = run({ACC_ENV, "--config_file", path}, options);
+    EXPECT_FALSE(f.timed_out) << path;
+    EXPECT_EQ(f.exit_code, 0) << path;
+    EXPECT_THAT(f.out, HasSubstr("- acc-launch config: " + path + "\n    INVALID: config file '" + path + "' is " +
+                                 kind + ", not a regular file"));
+  }
 }
 
 TEST(AccTest, LaunchesTheSelfTestWithTheConfig) {

@@ -42,15 +42,15 @@ std::string config_section(const std::string& explicit_path) {
   } catch (const UsageError& e) {
     out += "\n    INVALID: " + std::string(e.what());
   }
-  FILE* file = std::fopen(path->c_str(), "r");
-  if (!file) return out;
-  char line[1024];
-  while (std::fgets(line, sizeof(line), file)) {
-    std::string text = line;
-    if (!text.empty() && text.back() == '\n') text.pop_back();
-    out += "\n    " + text;
+  // The contents through the same checks: a FIFO or a device is named above, never opened here.
+  std::string text;
+  try {
+    text = read_config_text(*path);
+  } catch (const UsageError&) {
+    return out;
   }
-  std::fclose(file);
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) out += "\n    " + line;
   return out;
 }
 
