@@ -41,9 +41,8 @@ ShardedReducer::ShardedReducer(std::vector<NamedTensor> parameters, ProcessGroup
   members_done_.assign(count, 0);
   member_seen_.assign(params_.size(), false);
   // One unit at a time: built whole, filled from rank 0, its shard kept, and (start_released)
-  // released before the next is built. The shard's memory is taken before the whole unit's, so
-  // that freeing the unit leaves no hole under it in the heap (a rank that built the model empty
-  // would otherwise keep most of it resident in freed holes).
+  // released before the next is built, so a rank that built the model empty holds at most its
+  // shards and one unit whole (its memory really returns: fsdp/unit_memory.h).
   for (size_t u = 0; u < count; ++u) {
     const size_t group = group_of[layout[u].front()];
     units_.push_back(plan_unit(tensors, std::move(layout[u]), shard_group_.rank(), shard_group_.size()));
