@@ -651,11 +651,11 @@ DeviceBytes tree_balanced_memory(const ModuleTree& tree, DeviceBytes max_memory,
 // ---------------------------------------------------------------------------------------------
 // The tree of a torch::nn::Module
 
-uint64_t element_bits(c10::ScalarType dtype) {
+namespace {
+// torch's integer dtypes of 1 to 7 bits (uint1..uint7, int1..int7).
+bool is_sub_byte_integer(c10::ScalarType dtype) {
   using c10::ScalarType;
   switch (dtype) {
-    case ScalarType::Bool:
-      return 1;
     case ScalarType::UInt1:
     case ScalarType::UInt2:
     case ScalarType::UInt3:
@@ -670,12 +670,26 @@ uint64_t element_bits(c10::ScalarType dtype) {
     case ScalarType::Int5:
     case ScalarType::Int6:
     case ScalarType::Int7:
+      return true;
+    default:
+      return false;
+  }
+}
+}  // namespace
+
+uint64_t element_bits(c10::ScalarType dtype) {
+  using c10::ScalarType;
+  // 0 where Python's name ends in a width under 8 ("uint4", "quint4x2", "float4_e2m1fn_x2").
+  if (is_sub_byte_integer(dtype)) return 0;
+  switch (dtype) {
+    case ScalarType::Bool:
+      return 1;
     case ScalarType::QUInt4x2:
     case ScalarType::QUInt2x4:
     case ScalarType::Bits2x4:
     case ScalarType::Bits4x2:
     case ScalarType::Float4_e2m1fn_x2:
-      return 0;  // Python's name ends in a width under 8 ("uint4", "quint4x2", "float4_e2m1fn_x2")
+      return 0;
     default:
       return static_cast<uint64_t>(c10::elementSize(dtype)) * 8;
   }
@@ -693,23 +707,9 @@ bool converts_to_requested_dtype(c10::ScalarType dtype) {
     case ScalarType::UInt16:
     case ScalarType::UInt32:
     case ScalarType::UInt64:
-    case ScalarType::UInt1:
-    case ScalarType::UInt2:
-    case ScalarType::UInt3:
-    case ScalarType::UInt4:
-    case ScalarType::UInt5:
-    case ScalarType::UInt6:
-    case ScalarType::UInt7:
-    case ScalarType::Int1:
-    case ScalarType::Int2:
-    case ScalarType::Int3:
-    case ScalarType::Int4:
-    case ScalarType::Int5:
-    case ScalarType::Int6:
-    case ScalarType::Int7:
       return false;
     default:
-      return true;
+      return !is_sub_byte_integer(dtype);
   }
 }
 
