@@ -3,7 +3,7 @@
 // and the program exits 1 when any check failed. Without CUDA every check says SKIP and why (a CTest
 // runs it so on CPU, which keeps the program and its output honest between GPU loans).
 //
-//   acc_device_checks                  the one-process checks
+//   acc_device_checks [check...]       the one-process checks (all, or those named)
 //   acc_device_checks ddp|fsdp_offload one rank of the two-rank run scripts/device-check starts on
 //                                      one GPU (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT set)
 #include <torch/cuda.h>
@@ -14,6 +14,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -28,6 +29,7 @@
 
 #include <acc/acc.h>
 
+#include "checkpoint/file_io.h"
 #include "comm/process_group.h"
 #include "regression_data.h"
 
@@ -76,11 +78,13 @@ std::vector<torch::Tensor> detached_copies(const std::vector<torch::Tensor>& ten
   return out;
 }
 
-// A scratch directory removed at scope exit.
+// A scratch directory removed at scope exit, through acc's remove_tree: libtorch.so exports its own
+// std::filesystem::remove_all, which jumps to a null pointer on a non-empty directory when it
+// interposes on libstdc++'s (it did on the first GPU run: checkpoint/file_io.h).
 struct ScratchDir {
   fs::path path = fs::temp_directory_path() / ("acc-device-checks-" + std::to_string(::getpid()));
   ScratchDir() { fs::create_directories(path); }
-  ~ScratchDir() { fs::remove_all(path); }
+  ~ScratchDir() { acc::detail::remove_tree(path.string()); }
 };
 
 torch::nn::Sequential mlp(int64_t width, int64_t layers) {
@@ -237,9 +241,6 @@ int distributed_rank(const std::string& mode) {
     options.fsdp_plugin(acc::FullyShardedDataParallelPlugin()
                             .sharding_strategy(acc::ShardingStrategy::FULL_SHARD)
                             .offload_params(true));
-  } else if (mode != "ddp") {
-    std::fprintf(stderr, "acc_device_checks: mode must be ddp or fsdp_offload, not '%s'\n", mode.c_str());
-    return 2;
   }
   const std::string name = mode + "_two_ranks_one_gpu";
   try {
@@ -286,11 +287,22 @@ int distributed_rank(const std::string& mode) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc > 1) return distributed_rank(argv[1]);
-  run("nccl_one_rank", nccl_one_rank);
-  run("grad_scaler_fp16", grad_scaler_fp16);
-  run("pinned_loader", pinned_loader);
-  run("cuda_rng_state", cuda_rng_state);
-  run("big_model_dispatch", big_model_dispatch);
+  const std::vector<std::pair<std::string, std::function<std::string()>>> checks{
+      {"nccl_one_rank", nccl_one_rank},   {"grad_scaler_fp16", grad_scaler_fp16},
+      {"pinned_loader", pinned_loader},   {"cuda_rng_state", cuda_rng_state},
+      {"big_model_dispatch", big_model_dispatch}};
+  std::vector<std::string> wanted(argv + 1, argv + argc);
+  if (wanted.size() == 1 && (wanted[0] == "ddp" || wanted[0] == "fsdp_offload")) return distributed_rank(wanted[0]);
+  for (const auto& name : wanted) {
+    if (std::none_of(checks.begin(), checks.end(), [&](const auto& check) { return check.first == name; })) {
+      std::fprintf(stderr, "acc_device_checks: no check '%s'; the checks:", name.c_str());
+      for (const auto& check : checks) std::fprintf(stderr, " %s", check.first.c_str());
+      std::fprintf(stderr, " (or ddp, fsdp_offload: one rank of a two-rank run)\n");
+      return 2;
+    }
+  }
+  for (const auto& [name, check] : checks) {
+    if (wanted.empty() || std::find(wanted.begin(), wanted.end(), name) != wanted.end()) run(name, check);
+  }
   return failures == 0 ? 0 : 1;
 }
