@@ -2,7 +2,8 @@
 // trained with mixed precision through acc: the C++ side of scripts/device-check's comparison with
 // Python Accelerate (bf16_step.py builds the same model, same sizes, same loop). Prints
 //   RESULT <ms per step> <first loss> <last loss> <device>
-// Usage: acc_bench_device_step [bf16|fp16|no] [steps] [dim blocks batch seq]
+// Usage: acc_bench_device_step [--fused] [bf16|fp16|no] [steps] [dim blocks batch seq]
+// (--fused: acc::Optimizer::fused(true), ATen's fused AdamW kernel; without it libtorch's loop)
 #include <torch/cuda.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/embedding.h>
@@ -56,7 +57,18 @@ acc::MixedPrecision precision_named(const std::string& name) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int raw_argc, char** raw_argv) {
+  std::vector<char*> args;
+  bool fused = false;
+  for (int i = 0; i < raw_argc; ++i) {
+    if (std::string(raw_argv[i]) == "--fused") {
+      fused = true;
+    } else {
+      args.push_back(raw_argv[i]);
+    }
+  }
+  const int argc = static_cast<int>(args.size());
+  char** argv = args.data();
   const auto precision = precision_named(argc > 1 ? argv[1] : "bf16");
   const int steps = argc > 2 ? std::atoi(argv[2]) : 20;
   const int64_t dim = argc > 3 ? std::atoll(argv[3]) : 1024, blocks = argc > 4 ? std::atoll(argv[4]) : 16;
@@ -67,6 +79,7 @@ int main(int argc, char** argv) {
   torch::manual_seed(0);
   Lm model(dim, blocks);
   acc::Optimizer<torch::optim::AdamW> optimizer(model->parameters(), torch::optim::AdamWOptions(1e-4));
+  optimizer.fused(fused);
   accelerator.prepare(model, optimizer);
   // The same batch every step: the loss must fall, which checks the step did something.
   auto tokens = torch::randint(kVocab, {batch, seq + 1}, torch::TensorOptions().dtype(torch::kLong).device(device));

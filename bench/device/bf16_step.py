@@ -1,7 +1,8 @@
 """Python Accelerate's side of scripts/device-check's comparison: the model, sizes and loop of
 bf16_step.cpp, trained with accelerate.Accelerator(mixed_precision=...). Prints
   RESULT <ms per step> <first loss> <last loss> <device>
-usage: bf16_step.py [bf16|fp16|no] [steps] [dim blocks batch seq]"""
+usage: bf16_step.py [--fused] [bf16|fp16|no] [steps] [dim blocks batch seq]
+(--fused: AdamW(fused=True); without it torch's default, the foreach kernels on CUDA)"""
 import math
 import sys
 import time
@@ -50,13 +51,15 @@ class Lm(torch.nn.Module):
 
 
 def main(argv):
+    fused = "--fused" in argv
+    argv = [a for a in argv if a != "--fused"]
     precision = argv[0] if argv else "bf16"
     steps = int(argv[1]) if len(argv) > 1 else 20
     dim, blocks, batch, seq = (int(v) for v in argv[2:6]) if len(argv) >= 6 else (1024, 16, 8, 512)
     accelerator = Accelerator(mixed_precision=precision)
     torch.manual_seed(0)
     model = Lm(dim, blocks)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True if fused else None)
     model, optimizer = accelerator.prepare(model, optimizer)
     device = accelerator.device
     tokens = torch.randint(VOCAB, (batch, seq + 1), device=device)
