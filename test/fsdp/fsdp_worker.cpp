@@ -456,14 +456,17 @@ void full_against_ddp(const std::string& directory) {
 
 // argv: directory. Every element-wise optimizer libtorch has trains under SHARD_GRAD_OP as under
 // DDP, and FULL_STATE_DICT writes DDP's state tensors (Adagrad's exist before the first step).
+// `fused_under_fsdp`: the FSDP run steps its shards through the fused kernels (fused(true)), the
+// DDP run through libtorch's loop.
 template <typename Opt, typename Options>
 void optimizer_against_ddp(const std::string& directory, const std::string& name, Options options,
-                           double tolerance = kTrainingTolerance) {
+                           double tolerance = kTrainingTolerance, bool fused_under_fsdp = false) {
   auto run = [&](acc::AcceleratorOptions accelerator_options, const std::string& where) {
     acc::Accelerator accelerator(accelerator_options);
     torch::manual_seed(7);
     Mixed model;
     acc::Optimizer<Opt> optimizer(model->parameters(), options);
+    optimizer.fused(fused_under_fsdp && accelerator.distributed_type() == acc::DistributedType::FSDP);
     accelerator.prepare(model, optimizer);
     const int64_t rows = kGlobal / accelerator.num_processes();
     for (int step = 0; step < kSaveAt; ++step) {
@@ -492,6 +495,10 @@ void every_optimizer(const std::string& directory) {
   using namespace torch::optim;
   optimizer_against_ddp<SGD>(directory, "sgd", SGDOptions(0.05).momentum(0.9).nesterov(true));
   optimizer_against_ddp<AdamW>(directory, "adamw", AdamWOptions(kLr).amsgrad(true));
+  optimizer_against_ddp<AdamW>(directory, "adamw-fused", AdamWOptions(kLr).amsgrad(true).weight_decay(0.01),
+                               kTrainingTolerance, /*fused_under_fsdp=*/true);
+  optimizer_against_ddp<SGD>(directory, "sgd-fused", SGDOptions(0.05).momentum(0.9).nesterov(true),
+                             kTrainingTolerance, /*fused_under_fsdp=*/true);
   optimizer_against_ddp<Adagrad>(directory, "adagrad", AdagradOptions(0.05).initial_accumulator_value(0.1));
   // Centered RMSprop divides by sqrt(square_avg - grad_avg^2), a difference of nearly equal small
   // numbers here, which multiplies the runs' rounding differences (measured up to 2.2e-5 relative
