@@ -152,6 +152,35 @@ TEST(FusedStep, PreparedWithTheGradScalerAndAccumulationMatchesUnfused) {
   EXPECT_LT(max_difference(fused_model, loop_model), 1e-6);
 }
 
+// A closure (which libtorch's step evaluates with gradients on) works fused too, and step() returns
+// its loss.
+TEST(FusedStep, StepWithAClosureReturnsItsLossAndMatchesUnfused) {
+  auto run = [](bool fused_on, std::vector<double>& losses) {
+    auto model = make_model();
+    acc::Optimizer<torch::optim::SGD> optimizer(model->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+    optimizer.fused(fused_on);
+    torch::manual_seed(300);
+    auto x = torch::randn({8, 12}), y = torch::randn({8, 3});
+    for (int step = 0; step < 5; ++step) {
+      torch::NoGradGuard outside;  // the closure must still build a graph
+      auto loss = optimizer.step([&] {
+        optimizer.zero_grad();
+        auto l = torch::mse_loss(model->forward(x), y);
+        l.backward();
+        return l;
+      });
+      losses.push_back(loss.item<double>());
+    }
+    return model;
+  };
+  std::vector<double> fused_losses, loop_losses;
+  auto fused_model = run(true, fused_losses), loop_model = run(false, loop_losses);
+  ASSERT_EQ(fused_losses.size(), 5u);
+  EXPECT_LT(fused_losses.back(), fused_losses.front());
+  for (size_t i = 0; i < loop_losses.size(); ++i) EXPECT_NEAR(fused_losses[i], loop_losses[i], 1e-6);
+  EXPECT_LT(max_difference(fused_model, loop_model), 1e-6);
+}
+
 TEST(FusedStep, OptimizersWithoutAFusedKernelAreRefused) {
   auto model = make_model();
   acc::Optimizer<torch::optim::RMSprop> rmsprop(model->parameters(), torch::optim::RMSpropOptions(1e-2));
