@@ -5,6 +5,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "config_file.h"
 #include "errors.h"
@@ -30,6 +33,18 @@ class ConfigFileTest : public ::testing::Test {
     }
     return "no error";
   }
+  // A YAML config whose line 2 is `key: value`: the error read_config_file gives, and the one
+  // expected for it (file:2:column of the value, the key, the value as shown, then `allowed`).
+  std::string error_of_line2(const std::string& key, const std::string& value) {
+    return error_of(key + ".yaml", "distributed_type: NO\n" + key + ": " + value + "\n");
+  }
+  std::string bad_value_on_line2(const std::string& key, const std::string& shown, const std::string& allowed) {
+    return dir_ + "/" + key + ".yaml:2:" + std::to_string(key.size() + 3) + ": " + key + ": bad value '" + shown +
+           "'" + allowed;
+  }
+  struct BadValue {
+    std::string key, value, allowed;
+  };
   static std::string error_of_path(const std::string& path) {
     try {
       read_config_file(path);
@@ -135,22 +150,18 @@ TEST_F(ConfigFileTest, IntegerKeysNameFileLineAndTheAllowedValues) {
   // The flags' ranges, checked where the file and line are known (issue 19: num_processes: 0 and
   // main_process_port: 70000 used to be reported later as the flags --num_processes/--main_process_port).
   const std::string processes = "; expected an integer >= 1, or -1 (give it on the command line)";
-  EXPECT_EQ(error_of("n0.yaml", "distributed_type: NO\nnum_processes: 0\n"),
-            dir_ + "/n0.yaml:2:16: num_processes: bad value '0'" + processes);
-  EXPECT_EQ(error_of("n3.yaml", "distributed_type: NO\nnum_processes: -3\n"),
-            dir_ + "/n3.yaml:2:16: num_processes: bad value '-3'" + processes);
-  EXPECT_EQ(error_of("nf.yaml", "distributed_type: NO\nnum_processes: 2.5\n"),
-            dir_ + "/nf.yaml:2:16: num_processes: bad value '2.5'" + processes);
-  EXPECT_EQ(error_of("nb.yaml", "distributed_type: NO\nnum_processes: 99999999999\n"),
-            dir_ + "/nb.yaml:2:16: num_processes: bad value '99999999999'" + processes + " (at most 1000000000)");
-  EXPECT_EQ(error_of("m0.yaml", "distributed_type: NO\nnum_machines: 0\n"),
-            dir_ + "/m0.yaml:2:15: num_machines: bad value '0'; expected an integer >= 1");
-  EXPECT_EQ(error_of("r.yaml", "distributed_type: NO\nmachine_rank: -1\n"),
-            dir_ + "/r.yaml:2:15: machine_rank: bad value '-1'; expected an integer >= 0");
-  EXPECT_EQ(error_of("p.yaml", "distributed_type: NO\nmain_process_port: 70000\n"),
-            dir_ + "/p.yaml:2:20: main_process_port: bad value '70000'; expected a port 0-65535 (0 = a free port)");
-  EXPECT_EQ(error_of("pn.yaml", "distributed_type: NO\nmain_process_port: -1\n"),
-            dir_ + "/pn.yaml:2:20: main_process_port: bad value '-1'; expected a port 0-65535 (0 = a free port)");
+  const std::string port = "; expected a port 0-65535 (0 = a free port)";
+  for (const auto& [key, value, allowed] : std::vector<BadValue>{
+           {"num_processes", "0", processes},
+           {"num_processes", "-3", processes},
+           {"num_processes", "2.5", processes},
+           {"num_processes", "99999999999", processes + " (at most 1000000000)"},
+           {"num_machines", "0", "; expected an integer >= 1"},
+           {"machine_rank", "-1", "; expected an integer >= 0"},
+           {"main_process_port", "70000", port},
+           {"main_process_port", "-1", port}}) {
+    EXPECT_EQ(error_of_line2(key, value), bad_value_on_line2(key, value, allowed));
+  }
   EXPECT_EQ(error_of("fm.yaml", "distributed_type: FSDP\nfsdp_config:\n  fsdp_min_num_params: -5\n"),
             dir_ + "/fm.yaml:3:24: fsdp_min_num_params: bad value '-5'; expected an integer >= 0");
   // A value spread over lines is shown on one line.
@@ -217,12 +228,10 @@ TEST_F(ConfigFileTest, MainProcessIpIsChecked) {
   // Issue 19: any text was passed on to the ranks as MASTER_ADDR.
   const std::string allowed =
       "; expected an IPv4 address (10.0.0.1), an IPv6 address (fd00::1) or a host name (node-0.example.com)";
-  EXPECT_EQ(error_of("a.yaml", "distributed_type: NO\nmain_process_ip: 999.1.1.1\n"),
-            dir_ + "/a.yaml:2:18: main_process_ip: bad value '999.1.1.1'" + allowed);
-  EXPECT_EQ(error_of("b.yaml", "distributed_type: NO\nmain_process_ip: 1.2.3.4.5\n"),
-            dir_ + "/b.yaml:2:18: main_process_ip: bad value '1.2.3.4.5'" + allowed);
-  EXPECT_EQ(error_of("c.yaml", "distributed_type: NO\nmain_process_ip: ''\n"),
-            dir_ + "/c.yaml:2:18: main_process_ip: bad value ''" + allowed);
+  for (const auto& [value, shown] : std::vector<std::pair<std::string, std::string>>{
+           {"999.1.1.1", "999.1.1.1"}, {"1.2.3.4.5", "1.2.3.4.5"}, {"''", ""}}) {
+    EXPECT_EQ(error_of_line2("main_process_ip", value), bad_value_on_line2("main_process_ip", shown, allowed));
+  }
   EXPECT_EQ(error_of("d.json", "{\"distributed_type\": \"NO\",\n \"main_process_ip\": \"a b\"}"),
             dir_ + "/d.json:2:21: main_process_ip: bad value 'a b'" + allowed);
   for (const std::string good : {"10.0.0.1", "'fd00::1'", "node-0.cluster"})
