@@ -18,8 +18,26 @@ inline constexpr const char* kMasterAddr = "MASTER_ADDR";
 inline constexpr const char* kMasterPort = "MASTER_PORT";
 inline constexpr const char* kRestartCount = "TORCHELASTIC_RESTART_COUNT";
 inline constexpr const char* kMaxRestarts = "TORCHELASTIC_MAX_RESTARTS";
+/// torchrun's job id (`--rdzv-id`; "none" when not given). acc reads it as the job id when
+/// ACC_JOB_ID is unset.
+inline constexpr const char* kRunId = "TORCHELASTIC_RUN_ID";
+/// "True" when torchrun's agent serves the store at MASTER_ADDR:MASTER_PORT: every rank, rank 0
+/// too, then joins it as a client.
+inline constexpr const char* kUseAgentStore = "TORCHELASTIC_USE_AGENT_STORE";
 /// The rendezvous port on the main machine when none is given (torchrun's and Accelerate's).
 inline constexpr int kDefaultMainProcessPort = 29500;
+
+// --- acc's rendezvous (set by acc-launch and acc::launch; optional for other launchers) ----------
+/// A descriptor, inherited by rank 0 only, of a TCP socket already bound to MASTER_ADDR:MASTER_PORT
+/// and listening: rank 0 serves the store on it, so the port is reserved from before any rank
+/// starts until the job ends (no window in which another job can take it).
+inline constexpr const char* kStoreListenFd = "ACC_STORE_LISTEN_FD";
+/// The job's id, the same on every rank of a job and different between jobs: checked at rendezvous,
+/// so that a rank can never join another job's store.
+inline constexpr const char* kJobId = "ACC_JOB_ID";
+/// A secret shared by every rank of a multi-machine job: a client that cannot prove it knows it
+/// is refused by rank 0's store.
+inline constexpr const char* kStoreSecret = "ACC_STORE_SECRET";
 
 // --- Accelerate (accelerate launch) -------------------------------------------------------------
 inline constexpr const char* kUseCpu = "ACCELERATE_USE_CPU";
