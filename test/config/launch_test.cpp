@@ -117,5 +117,34 @@ TEST(Launch, MalformedValuesNameTheVariable) {
   expect_error({{"RANK", "2"}, {"WORLD_SIZE", "2"}}, "is not below WORLD_SIZE");
   expect_error({{"RANK", "0"}, {"WORLD_SIZE", "0"}}, "WORLD_SIZE");
   expect_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}}, "MASTER_PORT");
+  expect_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"ACC_STORE_LISTEN_FD", "three"}},
+               "ACC_STORE_LISTEN_FD='three'");
+}
+
+TEST(Launch, RendezvousVariables) {
+  auto rank0 = detect_launch(fake_env({{"RANK", "0"}, {"WORLD_SIZE", "2"},
+                                       {"ACC_STORE_LISTEN_FD", "7"}, {"ACC_JOB_ID", "job-a"},
+                                       {"TORCHELASTIC_RESTART_COUNT", "2"}}));
+  EXPECT_EQ(rank0.store_listen_fd, 7);
+  EXPECT_EQ(rank0.job_id, "job-a");
+  EXPECT_EQ(rank0.restart_count, 2);
+  EXPECT_FALSE(rank0.agent_store);
+  // Only rank 0 serves: a descriptor number leaked into another rank's environment is not used.
+  auto rank1 = detect_launch(fake_env({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"ACC_STORE_LISTEN_FD", "7"}}));
+  EXPECT_FALSE(rank1.store_listen_fd.has_value());
+}
+
+TEST(Launch, TorchrunRunIdAndAgentStore) {
+  auto info = detect_launch(fake_env({{"RANK", "0"}, {"WORLD_SIZE", "2"},
+                                      {"TORCHELASTIC_RUN_ID", "r-17"},
+                                      {"TORCHELASTIC_USE_AGENT_STORE", "True"}}));
+  EXPECT_EQ(info.job_id, "r-17");
+  EXPECT_TRUE(info.agent_store);
+  // torchrun's placeholder when --rdzv-id is not given is no id; acc's own id wins over torchrun's.
+  EXPECT_EQ(detect_launch(fake_env({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"TORCHELASTIC_RUN_ID", "none"}}))
+                .job_id, "");
+  EXPECT_EQ(detect_launch(fake_env({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"TORCHELASTIC_RUN_ID", "r"},
+                                    {"ACC_JOB_ID", "a"}}))
+                .job_id, "a");
 }
 }  // namespace

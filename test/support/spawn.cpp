@@ -81,12 +81,12 @@ std::string read_file(const std::string& path) {
 
 SpawnResult spawn_ranks(const std::string& program, const std::vector<std::string>& args,
                         int num_ranks, std::chrono::milliseconds deadline,
-                        const std::map<std::string, std::string>& env) {
+                        const std::map<std::string, std::string>& env, int first_rank) {
   const int port = free_port();
   const auto start = std::chrono::steady_clock::now();
   std::vector<pid_t> pids;
   std::vector<std::string> logs;
-  for (int rank = 0; rank < num_ranks; ++rank) {
+  for (int rank = first_rank; rank < first_rank + num_ranks; ++rank) {
     std::map<std::string, std::string> vars;
     for (char** e = environ; *e; ++e) {
       std::string entry(*e);
@@ -95,8 +95,8 @@ SpawnResult spawn_ranks(const std::string& program, const std::vector<std::strin
     }
     vars["RANK"] = std::to_string(rank);
     vars["LOCAL_RANK"] = std::to_string(rank);
-    vars["WORLD_SIZE"] = std::to_string(num_ranks);
-    vars["LOCAL_WORLD_SIZE"] = std::to_string(num_ranks);
+    vars["WORLD_SIZE"] = std::to_string(first_rank + num_ranks);
+    vars["LOCAL_WORLD_SIZE"] = std::to_string(first_rank + num_ranks);
     vars["MASTER_ADDR"] = "127.0.0.1";
     vars["MASTER_PORT"] = std::to_string(port);
     vars["OMP_NUM_THREADS"] = "1";

@@ -28,10 +28,11 @@ int free_port();
 
 /// Runs `program args...` as `num_ranks` ranks (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
 /// MASTER_ADDR=127.0.0.1, a free MASTER_PORT, OMP_NUM_THREADS=1 unless `env` sets it). Ranks that
-/// outlive `deadline` are killed and `timed_out` is set.
+/// outlive `deadline` are killed and `timed_out` is set. `first_rank` > 0 starts ranks
+/// first_rank.. only, as if the ones before had not started (give WORLD_SIZE in `env`).
 SpawnResult spawn_ranks(const std::string& program, const std::vector<std::string>& args,
                         int num_ranks, std::chrono::milliseconds deadline,
-                        const std::map<std::string, std::string>& env = {});
+                        const std::map<std::string, std::string>& env = {}, int first_rank = 0);
 
 /// The directory of the running executable (tests find their helper programs there).
 std::string executable_dir();

@@ -26,6 +26,17 @@ struct LaunchInfo {
   std::string master_addr = "127.0.0.1";
   int master_port = env::kDefaultMainProcessPort;
 
+  /// Rank 0's inherited, already listening store socket (ACC_STORE_LISTEN_FD): the port was
+  /// reserved by the launcher. Without one, rank 0 binds MASTER_ADDR:MASTER_PORT itself.
+  std::optional<int> store_listen_fd;
+  /// The job's id (ACC_JOB_ID, else torchrun's TORCHELASTIC_RUN_ID unless "none"): every rank must
+  /// find the same one in the store it joins.
+  std::string job_id;
+  /// torchrun's agent serves the store (TORCHELASTIC_USE_AGENT_STORE=True): rank 0 joins it too.
+  bool agent_store = false;
+  /// Restarts of the job so far (TORCHELASTIC_RESTART_COUNT): each attempt rendezvouses afresh.
+  int restart_count = 0;
+
   bool is_distributed() const { return world_size > 1; }
 };
 

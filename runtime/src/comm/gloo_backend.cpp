@@ -5,14 +5,9 @@
 #include <cstdlib>
 
 #include "comm/process_group.h"
+#include "comm/store_socket.h"
 
 namespace acc::detail {
-
-namespace {
-bool is_loopback(const std::string& host) {
-  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
-}
-}  // namespace
 
 c10::intrusive_ptr<c10d::Backend> make_gloo_backend(const c10::intrusive_ptr<c10d::Store>& store,
                                                     int rank, int size, Milliseconds timeout,
@@ -22,7 +17,7 @@ c10::intrusive_ptr<c10d::Backend> make_gloo_backend(const c10::intrusive_ptr<c10
   // rendezvous (one machine), else the address this machine's hostname resolves to.
   if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
     options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
-  } else if (is_loopback(master_addr)) {
+  } else if (is_loopback_host(master_addr)) {
     options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
   } else {
     options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());

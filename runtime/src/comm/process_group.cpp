@@ -2,12 +2,13 @@
 
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <acc/errors.h>
 
 #include <algorithm>
+#include <thread>
 
+#include "comm/rendezvous.h"
 #include "comm/ring_collectives.h"
 
 namespace acc::detail {
@@ -19,36 +20,10 @@ std::string error_text(const std::exception& error) {
   return error.what();
 }
 
-namespace {
-std::string seconds(Milliseconds timeout) {
+std::string seconds_text(Milliseconds timeout) {
   auto ms = timeout.count();
   return ms % 1000 == 0 ? std::to_string(ms / 1000) + " s" : std::to_string(ms) + " ms";
 }
-
-c10::intrusive_ptr<c10d::Store> rendezvous(const LaunchInfo& launch, Milliseconds timeout) {
-  c10d::TCPStoreOptions options;
-  options.port = static_cast<uint16_t>(launch.master_port);
-  options.isServer = launch.rank == 0;
-  options.numWorkers = launch.world_size;
-  options.waitWorkers = true;
-  options.timeout = timeout;
-  const std::string where = launch.master_addr + ":" + std::to_string(launch.master_port);
-  try {
-    return c10::make_intrusive<c10d::TCPStore>(launch.master_addr, options);
-  } catch (const std::exception& e) {
-    if (launch.rank == 0) {
-      throw DistributedError(
-          "acc: rank 0 could not serve the rendezvous at " + where + ": " + error_text(e) +
-          ". If the port is taken, choose another with MASTER_PORT or acc-launch "
-          "--main_process_port (0 picks a free one).");
-    }
-    throw DistributedError("acc: rank " + std::to_string(launch.rank) +
-                           " could not join the rendezvous at " + where + " within " +
-                           seconds(timeout) + ": " + error_text(e) +
-                           ". Is rank 0 running, and is MASTER_ADDR reachable from this machine?");
-  }
-}
-}  // namespace
 
 ProcessGroup::ProcessGroup(const LaunchInfo& launch, bool use_cuda,
                            std::optional<Milliseconds> timeout)
@@ -120,20 +95,60 @@ Milliseconds ProcessGroup::timeout_for(const at::Tensor& like) const {
 void ProcessGroup::fail(const std::string& what, Milliseconds timeout,
                         const std::string& cause) const {
   throw DistributedError("acc: " + what + " failed on rank " + std::to_string(rank_) + " of " +
-                         std::to_string(size_) + " (timeout " + seconds(timeout) + "): " + cause +
-                         ". A peer process probably exited or is stuck; check the other ranks' "
-                         "output. The deadline is AcceleratorOptions().timeout(...).");
+                         std::to_string(size_) + " (timeout " + seconds_text(timeout) + "): " + cause +
+                         ". Check the other ranks' output. The deadline is "
+                         "AcceleratorOptions().timeout(...).");
+}
+
+namespace {
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string text = ranks.size() > 1 ? "ranks " : "rank ";
+  for (size_t i = 0; i < ranks.size(); ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
+  return text;
+}
+}  // namespace
+
+std::string ProcessGroup::absent_peers(Milliseconds timeout) const {
+  // A collective's own error knows at most its neighbour in a ring. Every rank whose collective fails
+  // posts that in the store and gives its peers a moment to do the same (their deadlines expire
+  // within moments of each other); a peer that never posts did not take part: it is stuck outside
+  // the collective, or has exited.
+  const Milliseconds grace = std::clamp(timeout / 10, Milliseconds(1000), Milliseconds(5000));
+  auto key = [](int rank) { return "acc/failed_collective/" + std::to_string(rank); };
+  std::vector<int> absent;
+  try {
+    const std::string count = std::to_string(num_collectives_);
+    store_->set(key(rank_), std::vector<uint8_t>(count.begin(), count.end()));
+    const auto give_up = std::chrono::steady_clock::now() + grace;
+    do {
+      absent.clear();
+      for (int r = 0; r < size_; ++r)
+        if (r != rank_ && !store_->check({key(r)})) absent.push_back(r);
+      if (absent.empty()) return "";
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    } while (std::chrono::steady_clock::now() < give_up);
+  } catch (const std::exception&) {
+    return rank_ == 0 ? "" : "; rank 0, which serves the job's store, does not answer either: it has exited";
+  }
+  std::vector<int> present;
+  for (int r = 0; r < size_; ++r)
+    if (r != rank_ && std::find(absent.begin(), absent.end(), r) == absent.end()) present.push_back(r);
+  return "; " + rank_list(absent) + " did not take part: stuck outside this collective, or exited" +
+         (present.empty() ? "" : " (" + rank_list(present) + " failed in it too)");
 }
 
 void ProcessGroup::wait(const c10::intrusive_ptr<c10d::Work>& work, const std::string& what,
                         Milliseconds timeout) const {
+  std::string cause;
   try {
-    if (!work->wait(timeout)) fail(what, timeout, "the operation did not complete");
+    if (work->wait(timeout)) return;
+    cause = "the operation did not complete";
   } catch (const DistributedError&) {
     throw;
   } catch (const std::exception& e) {
-    fail(what, timeout, error_text(e));
+    cause = error_text(e);
   }
+  fail(what, timeout, cause + absent_peers(timeout));
 }
 
 void ProcessGroup::all_reduce_(at::Tensor& tensor, c10d::ReduceOp op, const std::string& what) {

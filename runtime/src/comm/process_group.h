@@ -88,6 +88,9 @@ class ProcessGroup {
   ProcessGroup(const ProcessGroup& parent, int rank, int size, c10::intrusive_ptr<c10d::Store> store);
   void create_backends(bool use_cuda);
   RingCollectives& ring();  // started by the first flat CPU collective
+  /// After a failed collective: "; rank 2 did not take part: ..." naming the peers that did not fail
+  /// in it too, or "" when all did.
+  std::string absent_peers(Milliseconds timeout) const;
 
   int rank_;
   int size_;
@@ -104,5 +107,7 @@ class ProcessGroup {
 
 /// The text of an exception without libtorch's C++ backtrace.
 std::string error_text(const std::exception& error);
+/// "5 s", or "1500 ms" when not whole seconds.
+std::string seconds_text(Milliseconds timeout);
 
 }  // namespace acc::detail

@@ -85,6 +85,20 @@ int slurm_tasks_on_node(const std::string& spec, int node_id) {
                     " is not covered by SLURM_TASKS_PER_NODE='" + spec + "'");
 }
 
+// What any launcher may add: acc's rendezvous variables and torchrun's agent store.
+void read_rendezvous(const EnvLookup& env, LaunchInfo& info) {
+  if (auto fd = env(env::kStoreListenFd); fd && info.rank == 0) {
+    info.store_listen_fd = parse_int(env, env::kStoreListenFd, 0);
+  }
+  if (auto id = env(env::kJobId); id && !id->empty()) {
+    info.job_id = *id;
+  } else if (auto run_id = env(env::kRunId); run_id && *run_id != "none") {
+    info.job_id = *run_id;
+  }
+  info.agent_store = env(env::kUseAgentStore).value_or("") == "True";
+  info.restart_count = parse_int_or(env, env::kRestartCount, 0, 0);
+}
+
 }  // namespace
 
 std::string first_slurm_host(const std::string& nodelist) {
@@ -149,6 +163,7 @@ LaunchInfo detect_launch(const EnvLookup& env) {
     check_ranks(info, "PMI_RANK", "PMI_SIZE");
     read_master(env, info, "");
   }
+  if (info.launcher != "none") read_rendezvous(env, info);
   return info;
 }
 

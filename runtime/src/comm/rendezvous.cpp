@@ -1,0 +1,198 @@
+#include "comm/rendezvous.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <unistd.h>
+
+#include <acc/errors.h>
+#include <acc/warnings.h>
+
+#include <future>
+#include <thread>
+
+#include "comm/process_group.h"
+#include "comm/store_socket.h"
+
+namespace acc::detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Not under the attempt's prefix: a rank of another job must be able to read it, to be told.
+const char* const kJobKey = "acc/job";
+
+struct Deadline {
+  Clock::time_point at;
+  Milliseconds total;
+  Milliseconds left() const {
+    return std::max(Milliseconds(1), std::chrono::duration_cast<Milliseconds>(at - Clock::now()));
+  }
+};
+
+std::string rank_text(const LaunchInfo& launch) {
+  return "rank " + std::to_string(launch.rank) + " of " + std::to_string(launch.world_size);
+}
+
+std::string job_text(const std::string& id) { return id.empty() ? "no job id" : "job '" + id + "'"; }
+
+c10::intrusive_ptr<c10d::TCPStore> serve(const LaunchInfo& launch, const Deadline& deadline) {
+  ListeningSocket socket = launch.store_listen_fd ? adopt_listening_socket(*launch.store_listen_fd)
+                                                  : listen_for_store(launch.master_addr, launch.master_port);
+  if (!socket.fallback_reason.empty()) warn("acc: warning: " + socket.fallback_reason);
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<uint16_t>(socket.port);
+  options.isServer = true;
+  options.waitWorkers = false;  // acc's own arrival check below names the ranks that are missing
+  options.timeout = deadline.left();
+  options.masterListenFd = socket.fd;  // the store owns it from here
+  try {
+    return c10::make_intrusive<c10d::TCPStore>(socket.connect_host, options);
+  } catch (const std::exception& e) {
+    throw DistributedError("acc: rank 0 could not serve the rendezvous store on " + launch.master_addr +
+                           ":" + std::to_string(socket.port) + ": " + error_text(e));
+  }
+}
+
+// c10d's client connects, then waits for the server without a deadline of its own when something
+// accepts connections but does not answer (a port held for a rank 0 that is still busy or stuck):
+// the connection is made on a helper thread, and abandoned to it when the deadline passes.
+c10::intrusive_ptr<c10d::TCPStore> join(const LaunchInfo& launch, const Deadline& deadline) {
+  const std::string where = launch.master_addr + ":" + std::to_string(launch.master_port);
+  const std::string who = launch.agent_store ? "torchrun's agent store" : "rank 0's store";
+  if (auto why = wait_until_listening(launch.master_addr, launch.master_port, deadline.at)) {
+    throw DistributedError("acc: " + rank_text(launch) + " could not reach " + who + " at " + where +
+                           " within " + seconds_text(deadline.total) + " (" + *why +
+                           "). Rank 0 has not started or has exited, or MASTER_ADDR/MASTER_PORT "
+                           "point elsewhere; the deadline is AcceleratorOptions().timeout(...)");
+  }
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<uint16_t>(launch.master_port);
+  options.isServer = false;
+  options.waitWorkers = false;
+  options.timeout = deadline.left();
+  auto connected = std::make_shared<std::promise<c10::intrusive_ptr<c10d::TCPStore>>>();
+  auto result = connected->get_future();
+  std::thread([connected, host = launch.master_addr, options] {
+    try {
+      connected->set_value(c10::make_intrusive<c10d::TCPStore>(host, options));
+    } catch (...) {
+      connected->set_exception(std::current_exception());
+    }
+  }).detach();
+  if (result.wait_until(deadline.at) != std::future_status::ready) {
+    throw DistributedError("acc: " + rank_text(launch) + " connected to " + where + ", but " + who +
+                           " did not answer within " + seconds_text(deadline.total) +
+                           ": rank 0 has not created its Accelerator yet (acc-launch holds the port "
+                           "for it from the start), or another program listens on that port");
+  }
+  try {
+    return result.get();
+  } catch (const std::exception& e) {
+    throw DistributedError("acc: " + rank_text(launch) + " could not join " + who + " at " + where +
+                           ": " + error_text(e));
+  }
+}
+
+// A rank must never train with another job's ranks: two jobs given one port, or a rank started by
+// hand with a stale MASTER_PORT.
+void check_job(c10d::Store& store, const LaunchInfo& launch, bool publishes, const Deadline& deadline) {
+  const std::string where = launch.master_addr + ":" + std::to_string(launch.master_port);
+  if (publishes) {
+    store.set(kJobKey, std::vector<uint8_t>(launch.job_id.begin(), launch.job_id.end()));
+    return;
+  }
+  try {
+    store.wait({kJobKey}, deadline.left());
+  } catch (const std::exception&) {
+    throw DistributedError("acc: " + rank_text(launch) + " joined the store at " + where +
+                           ", but rank 0 did not publish its job id there within " +
+                           seconds_text(deadline.total) + ": rank 0 is not an acc program, or is stuck");
+  }
+  const auto bytes = store.get(kJobKey);
+  const std::string served(bytes.begin(), bytes.end());
+  if (served != launch.job_id) {
+    throw DistributedError("acc: " + rank_text(launch) + " (" + job_text(launch.job_id) +
+                           ") reached the store at " + where + " of another job (" + job_text(served) +
+                           "): two jobs use the same port. Give each job its own port "
+                           "(acc-launch --main_process_port, or MASTER_PORT), or start every rank "
+                           "with the same ACC_JOB_ID");
+  }
+}
+
+std::string arrival_key(int rank) { return "arrived/" + std::to_string(rank); }
+
+std::string list(const std::vector<int>& ranks) {
+  std::string text;
+  for (int rank : ranks) text += (text.empty() ? "" : ", ") + std::to_string(rank);
+  return text;
+}
+
+std::vector<int> missing_ranks(c10d::Store& store, int world_size) {
+  std::vector<int> missing;
+  for (int r = 0; r < world_size; ++r)
+    if (!store.check({arrival_key(r)})) missing.push_back(r);
+  return missing;
+}
+
+// Every rank waits for every other, so each one can say who is missing. The list is taken shortly
+// before the deadline: at the deadline rank 0 gives up too, and the store it serves goes with it.
+void wait_for_arrivals(c10d::Store& store, const LaunchInfo& launch, const Deadline& deadline) {
+  char host[256] = "?";
+  ::gethostname(host, sizeof(host) - 1);
+  const std::string me = std::string(host) + " pid " + std::to_string(::getpid());
+  store.set(arrival_key(launch.rank), std::vector<uint8_t>(me.begin(), me.end()));
+  store.add("arrivals", 1);
+  const auto snapshot_at = deadline.at - std::min(deadline.total / 10, Milliseconds(500));
+  std::vector<int> missing;
+  bool snapshot_taken = false;
+  try {
+    // One counter read per poll, however many ranks: cheap for the store's single thread.
+    while (store.add("arrivals", 0) < launch.world_size) {
+      const auto now = Clock::now();
+      if (now >= deadline.at) break;
+      if (now >= snapshot_at && !snapshot_taken) {
+        missing = missing_ranks(store, launch.world_size);
+        snapshot_taken = true;
+      }
+      std::this_thread::sleep_for(std::min<Clock::duration>(std::chrono::milliseconds(50), deadline.at - now));
+    }
+    if (Clock::now() < deadline.at || store.add("arrivals", 0) >= launch.world_size) return;
+    missing = missing_ranks(store, launch.world_size);
+  } catch (const std::exception& e) {
+    // The store went away: rank 0 gave up at its own deadline (with the list taken before), or exited.
+    if (!snapshot_taken) {
+      throw DistributedError("acc: " + rank_text(launch) + ": rank 0's store closed during the rendezvous (" +
+                             error_text(e) + "): rank 0 has exited; see its output");
+    }
+  }
+  if (missing.empty()) return;  // the last rank arrived as the deadline passed
+  throw DistributedError(
+      "acc: " + rank_text(launch) + ": rendezvous incomplete after " + seconds_text(deadline.total) +
+      ": rank" + (missing.size() > 1 ? "s " : " ") + list(missing) + " did not arrive (" +
+      std::to_string(launch.world_size - static_cast<int>(missing.size())) + " of " +
+      std::to_string(launch.world_size) +
+      " did). They have not started, failed before creating their Accelerator, or were started with "
+      "another MASTER_ADDR, MASTER_PORT or WORLD_SIZE; see their output. The deadline is "
+      "AcceleratorOptions().timeout(...)");
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Store> rendezvous(const LaunchInfo& launch, Milliseconds timeout) {
+  const Deadline deadline{Clock::now() + timeout, timeout};
+  const bool serves = launch.rank == 0 && !launch.agent_store;
+  c10::intrusive_ptr<c10d::Store> store;
+  if (serves) {
+    store = serve(launch, deadline);
+  } else {
+    store = join(launch, deadline);
+  }
+  check_job(*store, launch, launch.rank == 0, deadline);
+  // Under torchrun's agent store, keys outlive a restart: each attempt gets its own.
+  store = c10::make_intrusive<c10d::PrefixStore>("acc/attempt_" + std::to_string(launch.restart_count),
+                                                 store);
+  wait_for_arrivals(*store, launch, deadline);
+  return store;
+}
+
+}  // namespace acc::detail

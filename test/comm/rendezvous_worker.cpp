@@ -1,0 +1,93 @@
+// One rank of a rendezvous scenario (started by rendezvous_test.cpp with torchrun's variables, or by
+// acc-launch from concurrent_jobs.sh). Joins the job with the deadline given in milliseconds, then:
+//   sum         all-reduces rank+1 and checks the sum;
+//   same_parent all-gathers its parent's pid: every peer must have been started by the same launcher,
+//               so a rank that trained with another job's ranks is caught;
+//   loopback    (rank 0) the store's port listens on 127.0.0.1 only, per /proc/net/tcp{,6};
+//   hold MS     stays in the job MS milliseconds more (another job's rank tries to join meanwhile).
+// Prints "OK ..." and exits 0, or "FAIL: ..." and exits 1; a failed rendezvous prints
+// "RENDEZVOUS FAILED after N ms: <message>" and exits 2.
+#include <ATen/ops/full.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <acc/accelerator.h>
+#include <acc/collectives.h>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int fail(const std::string& message) {
+  std::cout << "FAIL: " << message << std::endl;
+  return 1;
+}
+
+// Local addresses (hex "0100007F:1F90" style) of the sockets listening on `port` in a /proc/net table.
+std::vector<std::string> listeners(const std::string& table, int port) {
+  std::ifstream in(table);
+  std::string line;
+  std::getline(in, line);  // header
+  std::vector<std::string> found;
+  char port_hex[8];
+  std::snprintf(port_hex, sizeof(port_hex), "%04X", port);
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string slot, local, remote, state;
+    fields >> slot >> local >> remote >> state;
+    if (state == "0A" && local.substr(local.find(':') + 1) == port_hex) found.push_back(local.substr(0, local.find(':')));
+  }
+  return found;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) return fail("usage: acc_rendezvous_worker TIMEOUT_MS sum|same_parent|loopback [hold MS]");
+  const std::chrono::milliseconds timeout(std::atoi(argv[1]));
+  const std::string scenario = argv[2];
+  const auto start = Clock::now();
+  std::unique_ptr<acc::Accelerator> accelerator;
+  try {
+    accelerator = std::make_unique<acc::Accelerator>(acc::AcceleratorOptions().cpu(true).timeout(timeout));
+  } catch (const acc::Error& e) {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+    std::cout << "RENDEZVOUS FAILED after " << ms << " ms: " << e.what() << std::endl;
+    return 2;
+  }
+  const int rank = accelerator->process_index();
+  const int size = accelerator->num_processes();
+  if (scenario == "sum") {
+    const double sum = acc::reduce(at::full({1}, rank + 1.0), "sum").item<double>();
+    if (sum != size * (size + 1) / 2.0) return fail("sum " + std::to_string(sum));
+  } else if (scenario == "same_parent") {
+    const auto parents = acc::gather(at::full({1}, static_cast<double>(::getppid())));
+    for (int r = 0; r < size; ++r)
+      if (parents[r].item<double>() != ::getppid())
+        return fail("rank " + std::to_string(r) + " was started by another launcher: it belongs to another job");
+  } else if (scenario == "loopback") {
+    if (rank == 0) {
+      const int port = std::atoi(std::getenv("MASTER_PORT"));
+      const auto v4 = listeners("/proc/net/tcp", port);
+      const auto v6 = listeners("/proc/net/tcp6", port);
+      if (v4.size() != 1 || v4[0] != "0100007F" || !v6.empty())
+        return fail("the store's port " + std::to_string(port) + " listens on " + std::to_string(v4.size()) +
+                    " IPv4 address(es)" + (v4.empty() ? "" : " (first " + v4[0] + ")") + " and " +
+                    std::to_string(v6.size()) + " IPv6 one(s), not on 127.0.0.1 only");
+    }
+    accelerator->wait_for_everyone();
+  } else {
+    return fail("unknown scenario " + scenario);
+  }
+  if (argc >= 5 && std::string(argv[3]) == "hold") std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(argv[4])));
+  accelerator->wait_for_everyone();
+  std::cout << "OK " << scenario << " rank " << rank << " of " << size << std::endl;
+  return 0;
+}
