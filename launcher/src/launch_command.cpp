@@ -12,6 +12,7 @@
 #include "fsdp_options.h"
 #include "launch_plan.h"
 #include "ports.h"
+#include "program_links_acc.h"
 #include "rank_environment.h"
 #include "system_info.h"
 #include "version.h"
@@ -215,7 +216,16 @@ int run_launch(const LaunchInvocation& invocation) {
   }
   const EnvMap env = current_environment();
   LaunchPlan plan = resolve_plan(settings, probe_machine(env), env);
-  assign_port(plan);
+  // Held until every rank has ended, so the port stays this job's across restarts; but only an acc
+  // program's rank 0 can serve on it. Any other program binds the port itself: it is released for it
+  // (torchrun's race, as before: ranks of another job are still told apart by the job id).
+  StoreSocket store_socket = reserve_store_socket(plan);
+  if (store_socket.fd() >= 0 && program_links_acc(options.program.at(0))) {
+    plan.store_listen_fd = store_socket.fd();
+  } else {
+    store_socket = StoreSocket();
+  }
+  if (plan.num_machines == 1) plan.job_id = new_job_id();
   if (!options.quiet)
     for (const auto& note : plan.notes) std::cerr << options.tool_name << ": note: " << note << "\n";
   if (plan.debug) print_plan(plan, config_path, options);

@@ -30,8 +30,10 @@ struct LaunchPlan {
   int machine_rank = 0;
   int local_world_size = 1;  // ranks on this machine; global rank = machine_rank * local_world_size + local_rank
   std::string master_addr = "127.0.0.1";
-  int master_port = env::kDefaultMainProcessPort;  // 0 until assign_port() picks one
+  int master_port = env::kDefaultMainProcessPort;  // 0 until reserve_store_socket() picks one
   bool port_given = false;  // set by flag or config: a busy port is then an error, not a reason to move
+  std::optional<int> store_listen_fd;  // the reserved rendezvous socket, handed to rank 0 (ports.h)
+  std::string job_id;  // exported as ACC_JOB_ID unless the environment already has one; empty: none
   std::optional<std::string> cuda_visible_devices;
   std::optional<int> gradient_accumulation_steps;
   std::optional<int> omp_num_threads;  // nullopt: the launcher's own OMP_NUM_THREADS is kept

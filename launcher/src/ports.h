@@ -1,20 +1,41 @@
 #pragma once
-// The rendezvous port: a free one for --main_process_port 0, and a check that the main machine's port is
-// not taken before any rank starts (otherwise rank 0 fails deep inside the runtime's TCPStore).
+// The rendezvous socket. On the main machine the launcher binds and listens on it before any rank starts
+// and hands it to rank 0 (ACC_STORE_LISTEN_FD), which serves the store on it: the port is reserved for
+// the whole job, restarts included, with no window in which another job can take it; and it listens
+// only on the rendezvous address (loopback when the job stays on one machine), never on every interface.
+#include <string>
+
 #include "launch_plan.h"
 
 namespace acc::launcher {
 
-// A port the kernel reports free right now.
-int pick_free_port();
+// Owns the listening descriptor; closing it releases the port.
+class StoreSocket {
+ public:
+  StoreSocket() = default;
+  explicit StoreSocket(int fd) : fd_(fd) {}
+  StoreSocket(StoreSocket&& other) noexcept : fd_(other.release()) {}
+  StoreSocket& operator=(StoreSocket&& other) noexcept;
+  StoreSocket(const StoreSocket&) = delete;
+  StoreSocket& operator=(const StoreSocket&) = delete;
+  ~StoreSocket();
 
-// True when a listening socket on `port` could not be bound on this machine.
-bool port_in_use(int port);
+  int fd() const { return fd_; }  // -1 when nothing is reserved
+  int release();
 
-// Settles plan.master_port on the machine that serves the rendezvous (machine rank 0): 0 becomes a free
-// port; a busy port chosen by the user is a UsageError naming the port and the flag; a busy default port
-// on a single machine moves to a free one, with a note (as Accelerate does). Other machines only connect,
-// so nothing is checked there.
-void assign_port(LaunchPlan& plan);
+ private:
+  int fd_ = -1;
+};
+
+// On the machine that serves the rendezvous (machine rank 0) of a job with more than one rank, binds
+// plan.master_addr:plan.master_port and settles plan.master_port: 0 becomes the port the kernel chose; a
+// busy port chosen by the user is a UsageError naming the port and the flag; a busy default port on a
+// single machine moves to a free one, with a note (as Accelerate does). An address that is not this
+// machine's (NAT) is served on every interface, with a note. Other machines only connect: nothing is
+// reserved there.
+StoreSocket reserve_store_socket(LaunchPlan& plan);
+
+// A fresh random job id (16 hex digits): ranks check it at rendezvous, so that no rank joins another job.
+std::string new_job_id();
 
 }  // namespace acc::launcher

@@ -29,6 +29,11 @@ EnvMap rank_environment(const LaunchPlan& plan, int local_rank, int restart_coun
   env[env::kMasterPort] = std::to_string(plan.master_port);
   env[env::kRestartCount] = std::to_string(restart_count);
   env[env::kMaxRestarts] = std::to_string(max_restarts);
+  // The descriptor exists in rank 0 only; a number inherited from an outer launch means nothing here.
+  env.erase(env::kStoreListenFd);
+  if (plan.store_listen_fd && rank == 0) env[env::kStoreListenFd] = std::to_string(*plan.store_listen_fd);
+  // An id given by the user (the same on every machine of a multi-machine job) wins.
+  if (!plan.job_id.empty() && !env.count(env::kJobId)) env[env::kJobId] = plan.job_id;
 
   // Spelled as Accelerate's launcher spells them (str(bool) for USE_CPU, lower case for the rest).
   env[env::kMixedPrecision] = plan.mixed_precision;

@@ -55,6 +55,7 @@ SpawnResult spawn(const SpawnRequest& request) {
     if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);
     if (request.stdout_fd >= 0) ::dup2(request.stdout_fd, STDOUT_FILENO);
     if (request.stderr_fd >= 0) ::dup2(request.stderr_fd, STDERR_FILENO);
+    if (request.inherit_fd >= 0) ::fcntl(request.inherit_fd, F_SETFD, 0);
     ::execvpe(argv[0], argv.data(), envp.data());
     fail_in_child(status_pipe[1]);
   }

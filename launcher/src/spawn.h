@@ -12,6 +12,7 @@ struct SpawnRequest {
   std::vector<std::string> envp;  // "NAME=value"
   int stdout_fd = -1;  // -1: inherit the launcher's
   int stderr_fd = -1;
+  int inherit_fd = -1;  // a close-on-exec descriptor the program keeps (rank 0's store socket)
 };
 
 struct SpawnResult {

@@ -75,6 +75,7 @@ struct Rank {
   bool running = false;
   int wait_status = 0;
   Clock::time_point started;
+  Clock::time_point ended;
   LineHistory history{kHistoryLines};
   Stream streams[2];  // stdout, stderr
 };
@@ -151,6 +152,7 @@ class Supervisor {
     SpawnRequest request;
     request.argv = options_.program;
     request.envp = to_envp(rank_environment(plan_, rank.local_rank, attempt, options_.max_restarts, env_));
+    if (rank.rank == 0 && plan_.store_listen_fd) request.inherit_fd = *plan_.store_listen_fd;
     int write_ends[2] = {-1, -1};
     if (piped()) {
       std::filesystem::path log_dir;
@@ -261,6 +263,7 @@ class Supervisor {
         if (rank.pid != pid || !rank.running) continue;
         rank.running = false;
         rank.wait_status = status;
+        rank.ended = Clock::now();
         if (failed(status) && !failed_rank_ && !interrupt_signal_ && !exec_failed_) on_rank_failed(rank);
       }
     }
@@ -327,7 +330,24 @@ class Supervisor {
       message += options_.tool_name + ": its last lines:\n";
       for (const auto& line : rank.history.lines()) message += "  | " + line + "\n";
     }
+    message += early_leavers(rank);
     write_all(STDERR_FILENO, message);
+  }
+
+  // Ranks that ended successfully before `reporter` failed. A rank that leaves while its peers still run
+  // collectives makes them fail (a timeout, a closed connection): the rank to blame is the one that left,
+  // not the one that reported it.
+  std::string early_leavers(const Rank& reporter) const {
+    std::string text;
+    for (const Rank& rank : ranks_) {
+      if (&rank == &reporter || rank.running || failed(rank.wait_status) || rank.ended > reporter.ended) continue;
+      char before[32];
+      std::snprintf(before, sizeof(before), "%.1f", std::chrono::duration<double>(reporter.ended - rank.ended).count());
+      text += options_.tool_name + ": rank " + std::to_string(rank.rank) + " had already ended (exit code 0) " + before +
+              " s before; a rank that leaves while the others still run collectives makes them fail, so rank " +
+              std::to_string(rank.rank) + " may have left the training loop early\n";
+    }
+    return text;
   }
 
   const LaunchPlan& plan_;

@@ -278,6 +278,18 @@ TEST(AccLaunch, FailingRankStopsTheOthersAndIsReported) {
   EXPECT_THAT(f.err, HasSubstr("its last lines:\n  | about to fail\n"));
 }
 
+TEST(AccLaunch, ARankThatLeftEarlyIsNamedWhenAPeerFailsAfterIt) {
+  // Rank 2 ends its loop early and successfully; rank 0 then fails (as a collective would time out).
+  const Finished f = run(launch({"-n", "3", "--main_process_port", "0", FAKE_RANK, "@2:exit", "0", "sleep", "0.5",
+                                 "@0:exit", "7", "sleep", "30"}),
+                         clean());
+  EXPECT_EQ(f.exit_code, 7);
+  EXPECT_THAT(f.err, ::testing::ContainsRegex("failed: rank 0 \\(local rank 0, pid [0-9]+\\) exited with code 7"));
+  EXPECT_THAT(f.err, ::testing::ContainsRegex("rank 2 had already ended \\(exit code 0\\) [0-9.]+ s before; a rank that "
+                                              "leaves while the others still run collectives makes them fail"));
+  EXPECT_THAT(f.err, Not(HasSubstr("rank 1 had already ended")));
+}
+
 TEST(AccLaunch, RankKilledBySigkillEndsAllRanksWithinFiveSeconds) {
   const std::string dir = temp_dir("sigkill");
   const auto start = std::chrono::steady_clock::now();

@@ -2,6 +2,7 @@
 // lines; ports.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include "errors.h"
 #include "launch_plan.h"
 #include "ports.h"
+#include "program_links_acc.h"
 #include "rank_environment.h"
 #include "rank_output.h"
 
@@ -124,6 +126,20 @@ TEST(Plan, EnvironmentMatchesAccelerateSpellings) {
   EXPECT_EQ(env.count("ACCELERATE_USE_FSDP"), 0u);
 }
 
+TEST(Plan, StoreSocketGoesToRankZeroOnlyAndTheUsersJobIdWins) {
+  LaunchSettings s;
+  s.num_processes = 2;
+  LaunchPlan plan = resolve_plan(s, {}, {});
+  plan.store_listen_fd = 9;
+  plan.job_id = "fresh";
+  const EnvMap rank0 = rank_environment(plan, 0, 0, 0, {{"ACC_STORE_LISTEN_FD", "4"}});
+  const EnvMap rank1 = rank_environment(plan, 1, 0, 0, {{"ACC_STORE_LISTEN_FD", "4"}});
+  EXPECT_EQ(rank0.at("ACC_STORE_LISTEN_FD"), "9");
+  EXPECT_EQ(rank1.count("ACC_STORE_LISTEN_FD"), 0u);  // an outer launch's number means nothing here
+  EXPECT_EQ(rank1.at("ACC_JOB_ID"), "fresh");
+  EXPECT_EQ(rank_environment(plan, 1, 0, 0, {{"ACC_JOB_ID", "mine"}}).at("ACC_JOB_ID"), "mine");
+}
+
 TEST(Plan, FsdpEnvironmentHasAccelerateDefaults) {
   LaunchSettings s;
   s.distributed_type = DistributedType::kFsdp;
@@ -181,43 +197,87 @@ TEST(Plan, FirstSlurmHost) {
   EXPECT_EQ(first_slurm_host("rack[2]-n[1-4]"), "rack2-n1");
 }
 
-TEST(Ports, FreePortIsFreeAndBusyPortIsReported) {
-  const int port = pick_free_port();
-  EXPECT_GT(port, 0);
-  EXPECT_FALSE(port_in_use(port));
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+// The address a reserved socket listens on, as "a.b.c.d:port".
+std::string listening_address(int fd) {
   sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-  ASSERT_EQ(listen(fd, 1), 0);
-  EXPECT_TRUE(port_in_use(port));
+  socklen_t length = sizeof(address);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  char text[INET_ADDRSTRLEN] = "";
+  inet_ntop(AF_INET, &address.sin_addr, text, sizeof(text));
+  return std::string(text) + ":" + std::to_string(ntohs(address.sin_port));
+}
 
+TEST(Ports, ReservedSocketListensOnLoopbackOnlyAndKeepsThePort) {
   LaunchPlan plan;
   plan.world_size = 2;
-  plan.master_port = port;
-  plan.port_given = true;
+  plan.master_port = 0;
+  const StoreSocket socket = reserve_store_socket(plan);
+  ASSERT_GE(socket.fd(), 0);
+  EXPECT_GT(plan.master_port, 0);
+  EXPECT_EQ(listening_address(socket.fd()), "127.0.0.1:" + std::to_string(plan.master_port));
+  int listening = 0;
+  socklen_t length = sizeof(listening);
+  ASSERT_EQ(getsockopt(socket.fd(), SOL_SOCKET, SO_ACCEPTCONN, &listening, &length), 0);
+  EXPECT_TRUE(listening);
+
+  // While it is held, nobody else gets the port: a second job that asks for it is told.
+  LaunchPlan second;
+  second.world_size = 2;
+  second.master_port = plan.master_port;
+  second.port_given = true;
   try {
-    assign_port(plan);
+    reserve_store_socket(second);
     ADD_FAILURE() << "a busy port chosen by the user must be an error";
   } catch (const UsageError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("port " + std::to_string(port) + " (--main_process_port) is already in use"));
+    EXPECT_THAT(e.what(), HasSubstr("port " + std::to_string(plan.master_port) +
+                                    " (--main_process_port) is already in use"));
     EXPECT_THAT(e.what(), HasSubstr("--main_process_port 0"));
   }
-  plan.port_given = false;  // the default port moves instead, with a note
-  assign_port(plan);
-  EXPECT_NE(plan.master_port, port);
-  EXPECT_THAT(plan.notes.back(), HasSubstr("is in use; using free port"));
-  plan.machine_rank = 1;  // other machines only connect
-  plan.master_port = port;
-  assign_port(plan);
-  EXPECT_EQ(plan.master_port, port);
-  close(fd);
+  second.port_given = false;  // the default port moves instead, with a note
+  const StoreSocket moved = reserve_store_socket(second);
+  EXPECT_NE(second.master_port, plan.master_port);
+  EXPECT_GE(moved.fd(), 0);
+  ASSERT_FALSE(second.notes.empty());
+  EXPECT_THAT(second.notes.back(), HasSubstr("is in use; using free port " + std::to_string(second.master_port)));
+}
 
-  LaunchPlan zero;
-  zero.master_port = 0;
-  assign_port(zero);
-  EXPECT_GT(zero.master_port, 0);
+TEST(Ports, OnlyTheMainMachineOfADistributedJobReserves) {
+  LaunchPlan other_machine;
+  other_machine.world_size = 4;
+  other_machine.num_machines = 2;
+  other_machine.machine_rank = 1;
+  other_machine.master_port = 29555;
+  EXPECT_EQ(reserve_store_socket(other_machine).fd(), -1);
+  EXPECT_EQ(other_machine.master_port, 29555);
+  LaunchPlan single;
+  EXPECT_EQ(reserve_store_socket(single).fd(), -1);  // one rank: nothing rendezvouses
+}
+
+TEST(Ports, UnresolvableAddressIsAUsageError) {
+  LaunchPlan plan;
+  plan.world_size = 2;
+  plan.master_addr = "no-such-host.invalid";
+  try {
+    reserve_store_socket(plan);
+    ADD_FAILURE() << "expected a UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'no-such-host.invalid' (--main_process_ip) does not resolve"));
+  }
+}
+
+TEST(Ports, OnlyProgramsThatNeedLibaccGetTheReservedSocket) {
+  EXPECT_TRUE(program_links_acc(FAKE_ACC_PROGRAM));
+  EXPECT_FALSE(program_links_acc(FAKE_RANK));  // an ELF program without libacc
+  EXPECT_FALSE(program_links_acc("sh"));  // found in PATH, not an acc program
+  EXPECT_FALSE(program_links_acc(ACC_CONFIGS_DIR "/../README.md"));  // not ELF
+  EXPECT_FALSE(program_links_acc("/no/such/program"));
+}
+
+TEST(Ports, JobIdsAreFreshHex) {
+  const std::string a = new_job_id(), b = new_job_id();
+  EXPECT_EQ(a.size(), 16u);
+  EXPECT_EQ(a.find_first_not_of("0123456789abcdef"), std::string::npos) << a;
+  EXPECT_NE(a, b);
 }
 
 TEST(RankOutput, WholeLinesPrefixedAndHistoryKept) {
