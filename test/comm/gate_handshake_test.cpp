@@ -88,12 +88,10 @@ TEST(GateHandshake, ImpostorServerCannotProveTheSecret) {
     ASSERT_EQ(proof.state, Handshake::State::kMore);
     ASSERT_EQ(proof.reply.size(), gp::kClientProofBytes);
     ASSERT_EQ(client.consume(std::string(1, gp::kAccepted)).state, Handshake::State::kMore);
-    const std::string fake =
-        reflect ? proof.reply.substr(gp::kNonceBytes) : acc::detail::random_bytes(gp::kMacBytes);
+    const std::string fake = reflect ? proof.reply.substr(gp::kNonceBytes) : acc::detail::random_bytes(gp::kMacBytes);
     const auto verdict = client.consume(fake);
     EXPECT_EQ(verdict.state, Handshake::State::kFailed) << (reflect ? "reflected MAC" : "random MAC");
-    EXPECT_NE(verdict.error.find("could not prove that it knows ACC_STORE_SECRET"), std::string::npos)
-        << verdict.error;
+    EXPECT_NE(verdict.error.find("could not prove that it knows ACC_STORE_SECRET"), std::string::npos) << verdict.error;
   }
 }
 
@@ -128,7 +126,8 @@ TEST(GateHandshake, ServerRefusesGarbage) {
 
 TEST(GateHandshake, TimeoutsAndClosesNameWhatWasMissing) {
   ServerHandshake server(kSecret);
-  EXPECT_NE(server.failure_on_timeout(std::chrono::milliseconds(300), 5).find("sent 5 of the 64 handshake bytes within 300 ms"),
+  EXPECT_NE(server.failure_on_timeout(std::chrono::milliseconds(300), 5)
+                .find("sent 5 of the 64 handshake bytes within 300 ms"),
             std::string::npos);
   ClientHandshake client(kSecret, "main:29500");
   EXPECT_NE(client.failure_on_timeout(std::chrono::seconds(10), 0)
@@ -142,7 +141,8 @@ TEST(StoreSecret, NewSecretsAreLongRandomHex) {
   const std::string b = acc::detail::new_store_secret();
   EXPECT_EQ(a.size(), 64U);
   EXPECT_NE(a, b);
-  for (char c : a) EXPECT_TRUE(std::isxdigit(static_cast<unsigned char>(c)) && !std::isupper(static_cast<unsigned char>(c))) << a;
+  for (char c : a)
+    EXPECT_TRUE(std::isxdigit(static_cast<unsigned char>(c)) && !std::isupper(static_cast<unsigned char>(c))) << a;
   EXPECT_NO_THROW(acc::detail::check_store_secret(a));
 }
 

@@ -59,8 +59,7 @@ inline Fd listen_on(int port = 0) {
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   address.sin_port = htons(static_cast<uint16_t>(port));
-  if (bind(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0 ||
-      listen(fd.get(), 128) != 0) {
+  if (bind(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0 || listen(fd.get(), 128) != 0) {
     throw std::runtime_error("listen on 127.0.0.1:" + std::to_string(port) + ": " + detail::errno_text(errno));
   }
   return fd;

@@ -1,5 +1,6 @@
 // The store gate and relay (runtime/src/comm/store_gate.h) on loopback: a stand-in TCPStore server
 // behind a gate, clients through a relay, and the peers a gate or a relay must refuse.
+#include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -76,6 +77,16 @@ double ms_since(Clock::time_point start) {
 }
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// Entries of a /proc directory: /proc/self/fd (descriptors), /proc/self/task (threads).
+int entries(const char* dir) {
+  int n = 0;
+  if (DIR* d = opendir(dir)) {
+    while (const dirent* entry = readdir(d)) n += entry->d_name[0] != '.';
+    closedir(d);
+  }
+  return n;
+}
 
 // --- carrying the store's bytes -------------------------------------------------------------------
 
@@ -345,6 +356,30 @@ TEST(StoreGate, RelayRefusesConnectionsFromOtherProcesses) {
   EXPECT_EQ(upstream.accepted(), 1);
 }
 
+TEST(StoreGate, AuthenticatedClientIsClosedWhenTheStoreIsGone) {
+  // The store (upstream) is down: the handshake succeeds, then the gate closes the connection
+  // instead of holding it open.
+  int store_port = 0;
+  {
+    Fd probe = listen_on();
+    store_port = acc::detail::local_port(probe.get());
+  }
+  StoreGate gate(listen_on().release(), "127.0.0.1", store_port, kSecret);
+  StoreRelay relay("127.0.0.1", gate.port(), kSecret);
+  Fd client = connect_loopback(relay.port());
+  send_all(client.get(), "a store request");
+  const auto received = recv_until_end(client.get());
+  EXPECT_TRUE(received.bytes.empty());
+  EXPECT_TRUE(received.end == End::kEof || received.end == End::kReset);
+  EXPECT_EQ(relay.wait_for_handshake(0ms), std::nullopt) << "the handshake itself succeeded";
+  EXPECT_EQ(gate.admitted(), 1U);
+  EXPECT_TRUE(eventually([&] { return gate.connections() == 0; }));
+  // The relay keeps its half of the connection while the client could still write (half-close);
+  // the client's close ends it.
+  client.reset();
+  EXPECT_TRUE(eventually([&] { return relay.connections() == 0; }));
+}
+
 // --- reaching the gate -----------------------------------------------------------------------------
 
 TEST(StoreRelay, RetriesUntilTheGateIsUp) {
@@ -362,8 +397,10 @@ TEST(StoreRelay, RetriesUntilTheGateIsUp) {
 
   const auto waiting = relay.wait_for_handshake(300ms);
   ASSERT_TRUE(waiting.has_value());
-  EXPECT_TRUE(contains(*waiting, "within 300 ms; the last attempt failed connecting to rank 0's store gate at "
-                                 "127.0.0.1:" + std::to_string(port) + ": Connection refused"))
+  EXPECT_TRUE(contains(*waiting,
+                       "within 300 ms; the last attempt failed connecting to rank 0's store gate at "
+                       "127.0.0.1:" +
+                           std::to_string(port) + ": Connection refused"))
       << *waiting;
   StoreGate gate(listen_on(port).release(), "127.0.0.1", upstream.port(), kSecret);
   client.join();
@@ -435,7 +472,7 @@ TEST(StoreGate, DestructionWithLiveConnectionsIsPrompt) {
     ASSERT_TRUE(send_all(clients.back().get(), "ping"));
     ASSERT_EQ(recv_exactly(clients.back().get(), 4), "ping");
   }
-  clients.push_back(connect_loopback(gate->port()));        // in the gate's handshake
+  clients.push_back(connect_loopback(gate->port()));         // in the gate's handshake
   clients.push_back(connect_loopback(stuck_relay->port()));  // retrying an unreachable gate
   ASSERT_TRUE(eventually([&] { return gate->connections() == 5 && stuck_relay->connections() == 1; }));
 
@@ -449,6 +486,29 @@ TEST(StoreGate, DestructionWithLiveConnectionsIsPrompt) {
     const auto end = recv_until_end(client.get()).end;
     EXPECT_TRUE(end == End::kEof || end == End::kReset) << "a client was left connected";
   }
+}
+
+TEST(StoreGate, NoDescriptorOrThreadOutlivesTheGateAndRelay) {
+  Upstream upstream;
+  const int fds_before = entries("/proc/self/fd");
+  const int threads_before = entries("/proc/self/task");
+  {
+    auto gate = make_gate(upstream);
+    StoreRelay relay("127.0.0.1", gate->port(), kSecret);
+    StoreRelay wrong("127.0.0.1", gate->port(), acc::detail::new_store_secret());
+    EXPECT_EQ(entries("/proc/self/task"), threads_before + 3) << "one thread per gate and per relay";
+    const std::string payload = random_payload(70000, 7);
+    EXPECT_EQ(round_trip(relay.port(), payload).bytes, payload);
+    EXPECT_EQ(round_trip(wrong.port(), payload).bytes, "");
+    Fd silent = connect_loopback(gate->port());
+    Fd idle = connect_loopback(relay.port());
+    ASSERT_TRUE(send_all(idle.get(), "x"));
+    ASSERT_EQ(recv_exactly(idle.get(), 1), "x");
+  }  // the clients close first, then the relays and the gate, with connections open
+  EXPECT_TRUE(eventually([&] { return entries("/proc/self/fd") == fds_before; }))
+      << entries("/proc/self/fd") - fds_before << " descriptors more than before";
+  EXPECT_TRUE(eventually([&] { return entries("/proc/self/task") == threads_before; }))
+      << entries("/proc/self/task") - threads_before << " threads more than before";
 }
 
 }  // namespace

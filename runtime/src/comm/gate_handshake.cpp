@@ -137,7 +137,8 @@ Handshake::Step ClientHandshake::consume(std::string_view bytes) {
     case Expect::kGreeting: {
       if (bytes.substr(0, gp::kMagic.size()) != gp::kMagic) {
         expect_ = Expect::kNothing;
-        return {{}, State::kFailed,
+        return {{},
+                State::kFailed,
                 "the server at " + gate_ + " is not an acc store gate (it began with " + shown(bytes) +
                     "): MASTER_ADDR/MASTER_PORT name another service, or rank 0 runs an acc without the gate"};
       }
@@ -148,7 +149,8 @@ Handshake::Step ClientHandshake::consume(std::string_view bytes) {
     case Expect::kVerdict:
       if (bytes[0] != gp::kAccepted) {
         expect_ = Expect::kNothing;
-        return {{}, State::kFailed,
+        return {{},
+                State::kFailed,
                 "rank 0's store at " + gate_ +
                     " refused this rank's ACC_STORE_SECRET: it differs from rank 0's. Every rank of a job "
                     "needs the same secret (acc-launch gives one to all the ranks it starts; with another "
@@ -159,7 +161,8 @@ Handshake::Step ClientHandshake::consume(std::string_view bytes) {
     case Expect::kServerMac:
       expect_ = Expect::kNothing;
       if (!same_bytes(bytes, server_mac(secret_, server_nonce_, client_nonce_))) {
-        return {{}, State::kFailed,
+        return {{},
+                State::kFailed,
                 "the server at " + gate_ +
                     " accepted this rank but could not prove that it knows ACC_STORE_SECRET: it is not this "
                     "job's rank 0 (another job's, or an impostor's on that address). None of this rank's "

@@ -31,8 +31,8 @@ Sha256::Sha256() : state_(kInitial) {}
 void Sha256::compress(const uint8_t* block) {
   std::array<uint32_t, 64> w{};
   for (int t = 0; t < 16; ++t) {  // the block is big-endian
-    w[t] = (uint32_t{block[4 * t]} << 24) | (uint32_t{block[4 * t + 1]} << 16) |
-           (uint32_t{block[4 * t + 2]} << 8) | uint32_t{block[4 * t + 3]};
+    w[t] = (uint32_t{block[4 * t]} << 24) | (uint32_t{block[4 * t + 1]} << 16) | (uint32_t{block[4 * t + 2]} << 8) |
+           uint32_t{block[4 * t + 3]};
   }
   for (int t = 16; t < 64; ++t) {
     const uint32_t s0 = rotr(w[t - 15], 7) ^ rotr(w[t - 15], 18) ^ (w[t - 15] >> 3);

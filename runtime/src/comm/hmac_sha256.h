@@ -37,9 +37,7 @@ Sha256Digest sha256(std::string_view data);
 /// HMAC-SHA256 of the concatenation of `parts` (the handshake MACs a label and two nonces without
 /// building the concatenation). Keys longer than a block are hashed first, as RFC 2104 says.
 Sha256Digest hmac_sha256(std::string_view key, std::initializer_list<std::string_view> parts);
-inline Sha256Digest hmac_sha256(std::string_view key, std::string_view message) {
-  return hmac_sha256(key, {message});
-}
+inline Sha256Digest hmac_sha256(std::string_view key, std::string_view message) { return hmac_sha256(key, {message}); }
 
 /// Whether a and b (same length n) are equal, in time that depends on n only: a MAC compared with
 /// memcmp tells an attacker how many leading bytes of a guess were right.

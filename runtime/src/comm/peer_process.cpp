@@ -89,8 +89,8 @@ std::optional<Owner> find_socket(const char* table, const Endpoint& local, const
       continue;
     }
     Endpoint entry_local, entry_remote;
-    if (parse_endpoint(local_text, entry_local) && parse_endpoint(remote_text, entry_remote) &&
-        entry_local == local && entry_remote == remote) {
+    if (parse_endpoint(local_text, entry_local) && parse_endpoint(remote_text, entry_remote) && entry_local == local &&
+        entry_remote == remote) {
       found = Owner{inode, uid};
     }
   }

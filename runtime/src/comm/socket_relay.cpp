@@ -250,8 +250,9 @@ void RelayLoop::Impl::on_deadline(Session& s) {
       const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - s.attempt_started);
       const bool cut = waited < kConnectAttemptTimeout - std::chrono::milliseconds(100);
       const auto nominal = std::chrono::duration_cast<std::chrono::milliseconds>(kConnectAttemptTimeout);
-      attempt_failed(s, cut && !s.last_connect_error.empty() ? s.last_connect_error
-                                                             : "no answer within " + seconds_text(cut ? waited : nominal));
+      attempt_failed(s, cut && !s.last_connect_error.empty()
+                            ? s.last_connect_error
+                            : "no answer within " + seconds_text(cut ? waited : nominal));
       return;
     }
     case Phase::kRetryWait:

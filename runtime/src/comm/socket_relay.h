@@ -19,7 +19,9 @@
 // rest of one read is kept, at most 256 KiB per direction); so a slow reader slows its writer
 // instead of growing memory. A read of 0 (the peer's shutdown(SHUT_WR)) is passed on as
 // shutdown(SHUT_WR) once everything before it is written; the connection closes when both
-// directions have ended, or at once on an error on either leg.
+// directions have ended, or at once on an error on either leg. As TCP's half-close allows, a leg
+// that has ended its own direction is not watched further: if its peer then goes away while the
+// other leg stays open and silent, the connection is closed at the other leg's next write or end.
 #include <chrono>
 #include <cstddef>
 #include <functional>

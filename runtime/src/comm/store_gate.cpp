@@ -128,8 +128,9 @@ std::optional<std::string> StoreRelay::wait_for_handshake(std::chrono::milliseco
     if (*state_->first_outcome) return std::nullopt;
     return state_->first_failure;
   }
-  std::string text = "no connection through this rank's store relay finished its handshake with rank 0's store gate at " +
-                     gate_ + " within " + seconds_text(timeout);
+  std::string text =
+      "no connection through this rank's store relay finished its handshake with rank 0's store gate at " + gate_ +
+      " within " + seconds_text(timeout);
   if (!state_->last_connect_error.empty()) text += "; the last attempt failed " + state_->last_connect_error;
   return text;
 }

@@ -127,7 +127,7 @@ class StoreRelay {
   struct State {
     mutable std::mutex mutex;
     mutable std::condition_variable ended;
-    std::optional<bool> first_outcome;       // true: succeeded
+    std::optional<bool> first_outcome;  // true: succeeded
     std::optional<std::string> first_failure;
     std::string last_connect_error;  // of an attempt that is being retried
     std::atomic<uint64_t> refused{0};
