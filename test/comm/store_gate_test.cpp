@@ -430,6 +430,36 @@ TEST(StoreRelay, GivesUpAfterTheConnectTimeout) {
       << *failure;
 }
 
+TEST(StoreRelay, CheckAnswersBeforeAnyStoreClientConnects) {
+  Upstream upstream;
+  auto gate = make_gate(upstream);
+  {  // the right secret: one probe connection reaches the store and closes
+    StoreRelay relay("127.0.0.1", gate->port(), kSecret);
+    EXPECT_EQ(relay.check(5s), std::nullopt);
+    EXPECT_TRUE(eventually([&] { return upstream.accepted() == 1 && relay.connections() == 0; }));
+  }
+  {  // a wrong one: named at once, the store untouched
+    StoreRelay relay("127.0.0.1", gate->port(), acc::detail::new_store_secret());
+    const auto start = Clock::now();
+    const auto why = relay.check(5s);
+    EXPECT_LT(ms_since(start), 2000);
+    ASSERT_TRUE(why.has_value());
+    EXPECT_TRUE(contains(*why, "refused this rank's ACC_STORE_SECRET")) << *why;
+    EXPECT_EQ(upstream.accepted(), 1);
+  }
+  {  // no gate yet: says so when the caller's time is up
+    int port = 0;
+    {
+      Fd probe = listen_on();
+      port = acc::detail::local_port(probe.get());
+    }
+    StoreRelay relay("127.0.0.1", port, kSecret);
+    const auto why = relay.check(300ms);
+    ASSERT_TRUE(why.has_value());
+    EXPECT_TRUE(contains(*why, "within 300 ms; the last attempt failed")) << *why;
+  }
+}
+
 TEST(StoreRelay, UnresolvableGateHostIsADistributedError) {
   EXPECT_THROW(StoreRelay("no-such-host.invalid", 29500, kSecret), acc::DistributedError);
 }

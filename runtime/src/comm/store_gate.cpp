@@ -1,6 +1,11 @@
 #include "comm/store_gate.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <acc/errors.h>
+#include <cerrno>
 
 #include "comm/gate_handshake.h"
 #include "comm/hmac_sha256.h"
@@ -133,6 +138,22 @@ std::optional<std::string> StoreRelay::wait_for_handshake(std::chrono::milliseco
       " within " + seconds_text(timeout);
   if (!state_->last_connect_error.empty()) text += "; the last attempt failed " + state_->last_connect_error;
   return text;
+}
+
+std::optional<std::string> StoreRelay::check(std::chrono::milliseconds timeout) const {
+  Fd probe(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(static_cast<uint16_t>(port_));
+  int rc;
+  do {
+    rc = connect(probe.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address));
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) {
+    return "this rank's store relay on 127.0.0.1:" + std::to_string(port_) + " cannot be reached: " + errno_text(errno);
+  }
+  return wait_for_handshake(timeout);  // `probe` closes after it
 }
 
 std::optional<std::string> StoreRelay::failure() const {

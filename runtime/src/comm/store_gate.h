@@ -108,6 +108,11 @@ class StoreRelay {
   /// The loopback port to give the TCPStore client (host 127.0.0.1).
   int port() const { return port_; }
 
+  /// Opens one connection through the relay and returns wait_for_handshake(timeout), then closes
+  /// it. Call it before creating the TCPStore client: on a refused secret c10d's client retries
+  /// "connection reset" until its own timeout, while this answers as soon as the gate has refused.
+  /// (The probe reaches rank 0's store as a connection that closes without a request.)
+  std::optional<std::string> check(std::chrono::milliseconds timeout) const;
   /// Waits until the first connection's handshake with the gate has ended, or `timeout`. nullopt:
   /// it succeeded (the gate knows the secret and accepted this rank's). Else the reason, a sentence
   /// for the user (without a rank: prefix it), when it failed (wrong secret, not a gate, the gate
