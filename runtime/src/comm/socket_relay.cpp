@@ -115,7 +115,7 @@ struct RelayLoop::Impl {
   // once relaying, else as the handshake's (the owner reports those).
   void fail_unexpected(Session& s, const std::string& what) {
     fail(s, s.established ? RelayEvent::Kind::kLoopFailed : RelayEvent::Kind::kHandshakeFailed,
-         "acc: the store relay failed: " + what);
+         "acc: " + config.thread_name + " failed: " + what);
   }
   void set_deadline(Session& s, TimePoint when) {
     s.deadline = when;
