@@ -1,0 +1,234 @@
+#pragma once
+// Loopback peers for the store gate tests: blocking client sockets with timeouts (a broken relay
+// fails an assertion instead of hanging the test), and a stand-in for the TCPStore server that
+// counts the connections that reach it. Torch-free.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <mutex>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/socket_util.h"
+
+namespace acc::testing {
+
+using detail::Fd;
+
+inline constexpr auto kIoTimeout = std::chrono::seconds(10);
+
+inline void set_io_timeout(int fd, std::chrono::milliseconds timeout) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(timeout.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((timeout.count() % 1000) * 1000);
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+/// A blocking connection to 127.0.0.1:port whose reads and writes give up after kIoTimeout.
+inline Fd connect_loopback(int port) {
+  Fd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  if (connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
+    throw std::runtime_error("connect to 127.0.0.1:" + std::to_string(port) + ": " + detail::errno_text(errno));
+  }
+  set_io_timeout(fd.get(), kIoTimeout);
+  return fd;
+}
+
+/// A socket bound to 127.0.0.1 (port 0: any) and listening, as rank 0's public socket is.
+inline Fd listen_on(int port = 0) {
+  Fd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  const int one = 1;
+  setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  if (bind(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0 || listen(fd.get(), 128) != 0) {
+    throw std::runtime_error("listen on 127.0.0.1:" + std::to_string(port) + ": " + detail::errno_text(errno));
+  }
+  return fd;
+}
+
+inline bool send_all(int fd, const std::string& bytes) {
+  std::size_t sent = 0;
+  while (sent < bytes.size()) {
+    const ssize_t n = send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    sent += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+/// How a read ended.
+enum class End { kEof, kReset, kTimeout, kError };
+
+struct Received {
+  std::string bytes;
+  End end = End::kEof;
+};
+
+/// Reads until the peer closes (or resets, or kIoTimeout passes).
+inline Received recv_until_end(int fd) {
+  Received received;
+  char buffer[65536];
+  for (;;) {
+    const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+    if (n > 0) {
+      received.bytes.append(buffer, static_cast<std::size_t>(n));
+      continue;
+    }
+    if (n == 0) {
+      received.end = End::kEof;
+    } else if (errno == EINTR) {
+      continue;
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      received.end = End::kTimeout;
+    } else if (errno == ECONNRESET) {
+      received.end = End::kReset;
+    } else {
+      received.end = End::kError;
+    }
+    return received;
+  }
+}
+
+/// Reads exactly n bytes; fewer if the stream ends first.
+inline std::string recv_exactly(int fd, std::size_t n) {
+  std::string bytes;
+  char buffer[65536];
+  while (bytes.size() < n) {
+    const ssize_t got = recv(fd, buffer, std::min(sizeof(buffer), n - bytes.size()), 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    bytes.append(buffer, static_cast<std::size_t>(got));
+  }
+  return bytes;
+}
+
+/// Whether the peer has closed (or reset) the connection already, without waiting.
+inline bool closed_by_peer(int fd) {
+  char byte;
+  const ssize_t n = recv(fd, &byte, 1, MSG_DONTWAIT | MSG_PEEK);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+inline std::string random_payload(std::size_t n, unsigned seed) {
+  std::mt19937_64 rng(seed);
+  std::string bytes(n, '\0');
+  for (std::size_t i = 0; i < n; i += 8) {
+    const uint64_t word = rng();
+    for (std::size_t j = 0; j < 8 && i + j < n; ++j) bytes[i + j] = static_cast<char>(word >> (8 * j));
+  }
+  return bytes;
+}
+
+/// Sends `payload` on a new connection to port, then shutdown(SHUT_WR), while reading everything
+/// that comes back until the end: the sending runs on its own thread, so an echo of a payload
+/// larger than the socket buffers cannot deadlock.
+inline Received round_trip(int port, const std::string& payload) {
+  Fd fd = connect_loopback(port);
+  std::thread sender([&] {
+    send_all(fd.get(), payload);
+    shutdown(fd.get(), SHUT_WR);
+  });
+  Received received = recv_until_end(fd.get());
+  sender.join();
+  return received;
+}
+
+/// Stands in for the TCPStore server: listens on 127.0.0.1, serves each connection on its own
+/// thread, counts connections. kEcho writes back what it reads and passes on the end of the
+/// stream; kCountThenReply reads to the end, then answers "got <n>" and closes (only a passed-on
+/// shutdown lets it answer).
+class Upstream {
+ public:
+  enum class Mode { kEcho, kCountThenReply };
+
+  explicit Upstream(Mode mode = Mode::kEcho) : mode_(mode), listener_(listen_on()) {
+    port_ = detail::local_port(listener_.get());
+    if (pipe2(stop_pipe_, O_CLOEXEC) != 0) throw std::runtime_error("pipe2");
+    acceptor_ = std::thread([this] { accept_loop(); });
+  }
+  ~Upstream() {
+    const char byte = 0;
+    (void)!write(stop_pipe_[1], &byte, 1);
+    acceptor_.join();
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      for (int fd : open_) shutdown(fd, SHUT_RDWR);  // wakes the connection threads
+    }
+    for (auto& t : workers_) t.join();
+    close(stop_pipe_[0]);
+    close(stop_pipe_[1]);
+  }
+  Upstream(const Upstream&) = delete;
+  Upstream& operator=(const Upstream&) = delete;
+
+  int port() const { return port_; }
+  int accepted() const { return accepted_.load(); }
+
+ private:
+  void accept_loop() {
+    for (;;) {
+      pollfd fds[2] = {{listener_.get(), POLLIN, 0}, {stop_pipe_[0], POLLIN, 0}};
+      if (poll(fds, 2, -1) < 0) continue;
+      if (fds[1].revents != 0) return;
+      const int fd = accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) continue;
+      ++accepted_;
+      const std::lock_guard<std::mutex> lock(mutex_);
+      open_.push_back(fd);
+      workers_.emplace_back([this, fd] { serve(fd); });
+    }
+  }
+  void serve(int fd) {
+    char buffer[65536];
+    std::size_t total = 0;
+    for (;;) {
+      const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      total += static_cast<std::size_t>(n);
+      if (mode_ == Mode::kEcho && !send_all(fd, std::string(buffer, static_cast<std::size_t>(n)))) break;
+    }
+    if (mode_ == Mode::kCountThenReply) send_all(fd, "got " + std::to_string(total));
+    shutdown(fd, SHUT_WR);
+    // Wait for the other side to close before closing: closing with unread bytes would reset.
+    while (recv(fd, buffer, sizeof(buffer), 0) > 0) {
+    }
+    const std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& open : open_) {
+      if (open == fd) open = -1;
+    }
+    close(fd);
+  }
+
+  Mode mode_;
+  Fd listener_;
+  int port_ = 0;
+  int stop_pipe_[2] = {-1, -1};
+  std::atomic<int> accepted_{0};
+  std::mutex mutex_;
+  std::vector<int> open_;
+  std::vector<std::thread> workers_;
+  std::thread acceptor_;
+};
+
+}  // namespace acc::testing
