@@ -137,6 +137,10 @@ LaunchPlan resolve_plan(const LaunchSettings& given, const MachineFacts& facts, 
     throw UsageError("--main_process_port 0 (a free port) works on one machine only: the other machines could not "
                      "know which port was picked; choose a fixed port such as " +
                      std::to_string(env::kDefaultMainProcessPort));
+  if (plan.num_machines > 1 && plan.machine_rank == 0 && !lookup(env, env::kStoreSecret))
+    plan.notes.push_back("the rendezvous store at " + plan.master_addr + ":" + std::to_string(plan.master_port) +
+                         " admits any client that reaches it; export the same " + env::kStoreSecret +
+                         " (16 characters or more) on every machine to require it of every rank");
 
   if (!plan.use_cpu && s.gpu_ids && *s.gpu_ids != "all") plan.cuda_visible_devices = *s.gpu_ids;
 

@@ -19,6 +19,7 @@ namespace acc::launcher {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::string error_of(const LaunchSettings& s, const MachineFacts& facts = {}, const EnvMap& env = {}) {
   try {
@@ -124,6 +125,19 @@ TEST(Plan, EnvironmentMatchesAccelerateSpellings) {
   EXPECT_EQ(env.at("TORCHELASTIC_RESTART_COUNT"), "2");
   EXPECT_EQ(env.at("PATH"), "/bin");
   EXPECT_EQ(env.count("ACCELERATE_USE_FSDP"), 0u);
+}
+
+TEST(Plan, SeveralMachinesWithoutAStoreSecretGetANote) {
+  LaunchSettings s;
+  s.num_processes = 4;
+  s.num_machines = 2;
+  s.main_process_ip = "10.0.0.1";
+  s.machine_rank = 0;
+  const LaunchPlan open = resolve_plan(s, {}, {});
+  ASSERT_FALSE(open.notes.empty());
+  EXPECT_THAT(open.notes.back(), HasSubstr("admits any client that reaches it; export the same ACC_STORE_SECRET"));
+  const LaunchPlan gated = resolve_plan(s, {}, {{"ACC_STORE_SECRET", "0123456789abcdef"}});
+  for (const auto& note : gated.notes) EXPECT_THAT(note, Not(HasSubstr("ACC_STORE_SECRET")));
 }
 
 TEST(Plan, StoreSocketGoesToRankZeroOnlyAndTheUsersJobIdWins) {

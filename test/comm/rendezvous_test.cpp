@@ -87,6 +87,32 @@ TEST(Rendezvous, AnotherJobsRankIsRefusedAndTheJobRunsOn) {
   EXPECT_THAT(b.ranks[0].output, HasSubstr("Give each job its own port"));
 }
 
+const std::string kSecret = "0123456789abcdef0123456789abcdef";
+
+TEST(Rendezvous, WithASecretTheGateAdmitsTheJobAndKeepsOthersOut) {
+  auto result = spawn_ranks(worker(), {"20000", "gated"}, 3, seconds(60), {{"ACC_STORE_SECRET", kSecret}});
+  EXPECT_TRUE(result.all_succeeded()) << result.describe();
+  EXPECT_THAT(result.ranks[0].output, HasSubstr("the gate kept out a client without the secret"));
+  // Rank 0 says once what it refused.
+  EXPECT_THAT(result.ranks[0].output, HasSubstr("refused a connection from 127.0.0.1:")) << result.ranks[0].output;
+}
+
+TEST(Rendezvous, AWrongSecretIsNamedAtOnce) {
+  const int port = acc::testing::free_port();
+  auto job = std::async(std::launch::async, [&] {
+    return spawn_ranks(worker(), {"8000", "sum"}, 1, seconds(60),
+                       {{"MASTER_PORT", std::to_string(port)}, {"ACC_STORE_SECRET", kSecret}, {"WORLD_SIZE", "2"},
+                        {"LOCAL_WORLD_SIZE", "2"}});
+  });
+  auto wrong = spawn_ranks(worker(), {"8000", "sum"}, 1, seconds(60),
+                           {{"MASTER_PORT", std::to_string(port)}, {"ACC_STORE_SECRET", kSecret + "x"},
+                            {"WORLD_SIZE", "2"}}, 1);
+  job.get();
+  ASSERT_EQ(wrong.ranks[0].exit_code, 2) << wrong.describe();
+  EXPECT_THAT(wrong.ranks[0].output, HasSubstr("refused this rank's ACC_STORE_SECRET"));
+  EXPECT_LT(failed_after_ms(wrong.ranks[0].output), 6000) << "named, not timed out\n" << wrong.describe();
+}
+
 TEST(Rendezvous, StoreListensOnLoopbackOnly) {
   auto result = spawn_ranks(worker(), {"20000", "loopback"}, 2, seconds(60));
   EXPECT_TRUE(result.all_succeeded()) << result.describe();

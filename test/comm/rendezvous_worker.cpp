@@ -4,10 +4,13 @@
 //   same_parent all-gathers its parent's pid: every peer must have been started by the same launcher,
 //               so a rank that trained with another job's ranks is caught;
 //   loopback    (rank 0) the store's port listens on 127.0.0.1 only, per /proc/net/tcp{,6};
+//   gated       (rank 0, with ACC_STORE_SECRET) a plain TCPStore client at MASTER_PORT, without the
+//               secret, cannot read the job's keys;
 //   hold MS     stays in the job MS milliseconds more (another job's rank tries to join meanwhile).
 // Prints "OK ..." and exits 0, or "FAIL: ..." and exits 1; a failed rendezvous prints
 // "RENDEZVOUS FAILED after N ms: <message>" and exits 2.
 #include <ATen/ops/full.h>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <unistd.h>
 
 #include <chrono>
@@ -81,6 +84,20 @@ int main(int argc, char** argv) {
         return fail("the store's port " + std::to_string(port) + " listens on " + std::to_string(v4.size()) +
                     " IPv4 address(es)" + (v4.empty() ? "" : " (first " + v4[0] + ")") + " and " +
                     std::to_string(v6.size()) + " IPv6 one(s), not on 127.0.0.1 only");
+    }
+    accelerator->wait_for_everyone();
+  } else if (scenario == "gated") {
+    if (rank == 0) {
+      c10d::TCPStoreOptions options;
+      options.port = static_cast<uint16_t>(std::atoi(std::getenv("MASTER_PORT")));
+      options.timeout = std::chrono::milliseconds(2000);
+      try {
+        c10d::TCPStore intruder("127.0.0.1", options);
+        intruder.get("acc/job");
+        return fail("a client without the secret read the job id through the gate");
+      } catch (const std::exception&) {
+        std::cout << "the gate kept out a client without the secret" << std::endl;
+      }
     }
     accelerator->wait_for_everyone();
   } else {

@@ -34,6 +34,9 @@ struct LaunchInfo {
   std::string job_id;
   /// torchrun's agent serves the store (TORCHELASTIC_USE_AGENT_STORE=True): rank 0 joins it too.
   bool agent_store = false;
+  /// ACC_STORE_SECRET: when set, rank 0's store is reached only through a gate that requires it of
+  /// every client (for jobs that span machines; see docs/runtime.md).
+  std::string store_secret;
   /// Restarts of the job so far (TORCHELASTIC_RESTART_COUNT): each attempt rendezvouses afresh.
   int restart_count = 0;
 

@@ -153,8 +153,8 @@ Handshake::Step ClientHandshake::consume(std::string_view bytes) {
                 State::kFailed,
                 "rank 0's store at " + gate_ +
                     " refused this rank's ACC_STORE_SECRET: it differs from rank 0's. Every rank of a job "
-                    "needs the same secret (acc-launch gives one to all the ranks it starts; with another "
-                    "launcher, export the same ACC_STORE_SECRET on every machine)"};
+                    "needs the same secret: export the same ACC_STORE_SECRET on every machine before "
+                    "starting acc-launch (or another launcher)"};
       }
       expect_ = Expect::kServerMac;
       return {{}, State::kMore, {}};

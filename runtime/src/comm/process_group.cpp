@@ -32,7 +32,9 @@ ProcessGroup::ProcessGroup(const LaunchInfo& launch, bool use_cuda,
       gloo_timeout_(timeout.value_or(kDefaultGlooTimeout)),
       nccl_timeout_(timeout.value_or(kDefaultNcclTimeout)),
       master_addr_(launch.master_addr) {
-  store_ = rendezvous(launch, use_cuda ? nccl_timeout_ : gloo_timeout_);
+  JoinedStore joined = rendezvous(launch, use_cuda ? nccl_timeout_ : gloo_timeout_);
+  store_access_ = std::move(joined.access);
+  store_ = std::move(joined.store);
   create_backends(use_cuda);
 }
 
@@ -43,6 +45,7 @@ ProcessGroup::ProcessGroup(const ProcessGroup& parent, int rank, int size,
       gloo_timeout_(parent.gloo_timeout_),
       nccl_timeout_(parent.nccl_timeout_),
       master_addr_(parent.master_addr_),
+      store_access_(parent.store_access_),
       store_(std::move(store)) {
   create_backends(parent.nccl_ != nullptr);
 }

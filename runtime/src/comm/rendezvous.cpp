@@ -10,7 +10,9 @@
 #include <future>
 #include <thread>
 
+#include "comm/gate_handshake.h"
 #include "comm/process_group.h"
+#include "comm/store_gate.h"
 #include "comm/store_socket.h"
 
 namespace acc::detail {
@@ -35,10 +37,7 @@ std::string rank_text(const LaunchInfo& launch) {
 
 std::string job_text(const std::string& id) { return id.empty() ? "no job id" : "job '" + id + "'"; }
 
-c10::intrusive_ptr<c10d::TCPStore> serve(const LaunchInfo& launch, const Deadline& deadline) {
-  ListeningSocket socket = launch.store_listen_fd ? adopt_listening_socket(*launch.store_listen_fd)
-                                                  : listen_for_store(launch.master_addr, launch.master_port);
-  if (!socket.fallback_reason.empty()) warn("acc: warning: " + socket.fallback_reason);
+c10::intrusive_ptr<c10d::TCPStore> serve_on(const ListeningSocket& socket, const Deadline& deadline) {
   c10d::TCPStoreOptions options;
   options.port = static_cast<uint16_t>(socket.port);
   options.isServer = true;
@@ -48,31 +47,40 @@ c10::intrusive_ptr<c10d::TCPStore> serve(const LaunchInfo& launch, const Deadlin
   try {
     return c10::make_intrusive<c10d::TCPStore>(socket.connect_host, options);
   } catch (const std::exception& e) {
-    throw DistributedError("acc: rank 0 could not serve the rendezvous store on " + launch.master_addr +
-                           ":" + std::to_string(socket.port) + ": " + error_text(e));
+    throw DistributedError("acc: rank 0 could not serve the rendezvous store on port " +
+                           std::to_string(socket.port) + ": " + error_text(e));
   }
 }
 
-// c10d's client connects, then waits for the server without a deadline of its own when something
-// accepts connections but does not answer (a port held for a rank 0 that is still busy or stuck):
-// the connection is made on a helper thread, and abandoned to it when the deadline passes.
-c10::intrusive_ptr<c10d::TCPStore> join(const LaunchInfo& launch, const Deadline& deadline) {
+// Rank 0: the store on the reserved or bound socket; with a secret, the store on loopback and the
+// gate on that socket.
+JoinedStore serve(const LaunchInfo& launch, const Deadline& deadline) {
+  ListeningSocket socket = launch.store_listen_fd ? adopt_listening_socket(*launch.store_listen_fd)
+                                                  : listen_for_store(launch.master_addr, launch.master_port);
+  if (!socket.fallback_reason.empty()) warn("acc: warning: " + socket.fallback_reason);
+  if (launch.store_secret.empty()) return {serve_on(socket, deadline), nullptr};
+  check_store_secret(launch.store_secret);
+  const ListeningSocket inner = listen_for_store("127.0.0.1", 0);
+  auto store = serve_on(inner, deadline);
+  GateOptions options;
+  options.on_refused = [](const std::string& why) {
+    warn("acc: warning: " + (why.rfind("acc: ", 0) == 0 ? why.substr(5) : why));
+  };
+  auto gate = std::make_shared<StoreGate>(socket.fd, "127.0.0.1", inner.port, launch.store_secret, options);
+  return {store, gate};
+}
+
+c10::intrusive_ptr<c10d::TCPStore> connect_client(const LaunchInfo& launch, const std::string& host, int port,
+                                                  const Deadline& deadline, const std::string& who) {
   const std::string where = launch.master_addr + ":" + std::to_string(launch.master_port);
-  const std::string who = launch.agent_store ? "torchrun's agent store" : "rank 0's store";
-  if (auto why = wait_until_listening(launch.master_addr, launch.master_port, deadline.at)) {
-    throw DistributedError("acc: " + rank_text(launch) + " could not reach " + who + " at " + where +
-                           " within " + seconds_text(deadline.total) + " (" + *why +
-                           "). Rank 0 has not started or has exited, or MASTER_ADDR/MASTER_PORT "
-                           "point elsewhere; the deadline is AcceleratorOptions().timeout(...)");
-  }
   c10d::TCPStoreOptions options;
-  options.port = static_cast<uint16_t>(launch.master_port);
+  options.port = static_cast<uint16_t>(port);
   options.isServer = false;
   options.waitWorkers = false;
   options.timeout = deadline.left();
   auto connected = std::make_shared<std::promise<c10::intrusive_ptr<c10d::TCPStore>>>();
   auto result = connected->get_future();
-  std::thread([connected, host = launch.master_addr, options] {
+  std::thread([connected, host, options] {
     try {
       connected->set_value(c10::make_intrusive<c10d::TCPStore>(host, options));
     } catch (...) {
@@ -91,6 +99,33 @@ c10::intrusive_ptr<c10d::TCPStore> join(const LaunchInfo& launch, const Deadline
     throw DistributedError("acc: " + rank_text(launch) + " could not join " + who + " at " + where +
                            ": " + error_text(e));
   }
+}
+
+// c10d's client connects, then waits for the server without a deadline of its own when something
+// accepts connections but does not answer (a port held for a rank 0 that is still busy or stuck):
+// the connection is made on a helper thread, and abandoned to it when the deadline passes. With a
+// secret, the client goes through this rank's relay, which proves the secret to rank 0's gate.
+JoinedStore join(const LaunchInfo& launch, const Deadline& deadline) {
+  const std::string where = launch.master_addr + ":" + std::to_string(launch.master_port);
+  const std::string who = launch.agent_store ? "torchrun's agent store" : "rank 0's store";
+  if (!launch.store_secret.empty() && !launch.agent_store) {
+    check_store_secret(launch.store_secret);
+    RelayOptions options;
+    options.connect_timeout = deadline.left();
+    options.handshake_timeout = std::min(deadline.left(), Milliseconds(10000));
+    auto relay = std::make_shared<StoreRelay>(launch.master_addr, launch.master_port, launch.store_secret, options);
+    if (auto why = relay->check(deadline.left())) {
+      throw DistributedError("acc: " + rank_text(launch) + ": " + *why);
+    }
+    return {connect_client(launch, "127.0.0.1", relay->port(), deadline, who), relay};
+  }
+  if (auto why = wait_until_listening(launch.master_addr, launch.master_port, deadline.at)) {
+    throw DistributedError("acc: " + rank_text(launch) + " could not reach " + who + " at " + where +
+                           " within " + seconds_text(deadline.total) + " (" + *why +
+                           "). Rank 0 has not started or has exited, or MASTER_ADDR/MASTER_PORT "
+                           "point elsewhere; the deadline is AcceleratorOptions().timeout(...)");
+  }
+  return {connect_client(launch, launch.master_addr, launch.master_port, deadline, who), nullptr};
 }
 
 // A rank must never train with another job's ranks: two jobs given one port, or a rank started by
@@ -178,21 +213,20 @@ void wait_for_arrivals(c10d::Store& store, const LaunchInfo& launch, const Deadl
 
 }  // namespace
 
-c10::intrusive_ptr<c10d::Store> rendezvous(const LaunchInfo& launch, Milliseconds timeout) {
+JoinedStore rendezvous(const LaunchInfo& launch, Milliseconds timeout) {
   const Deadline deadline{Clock::now() + timeout, timeout};
-  const bool serves = launch.rank == 0 && !launch.agent_store;
-  c10::intrusive_ptr<c10d::Store> store;
-  if (serves) {
-    store = serve(launch, deadline);
-  } else {
-    store = join(launch, deadline);
+  if (launch.agent_store && !launch.store_secret.empty()) {
+    warn("acc: warning: ACC_STORE_SECRET is ignored: torchrun's agent serves the store, and acc cannot "
+         "put its gate in front of it");
   }
-  check_job(*store, launch, launch.rank == 0, deadline);
+  const bool serves = launch.rank == 0 && !launch.agent_store;
+  JoinedStore joined = serves ? serve(launch, deadline) : join(launch, deadline);
+  check_job(*joined.store, launch, launch.rank == 0, deadline);
   // Under torchrun's agent store, keys outlive a restart: each attempt gets its own.
-  store = c10::make_intrusive<c10d::PrefixStore>("acc/attempt_" + std::to_string(launch.restart_count),
-                                                 store);
-  wait_for_arrivals(*store, launch, deadline);
-  return store;
+  joined.store = c10::make_intrusive<c10d::PrefixStore>(
+      "acc/attempt_" + std::to_string(launch.restart_count), joined.store);
+  wait_for_arrivals(*joined.store, launch, deadline);
+  return joined;
 }
 
 }  // namespace acc::detail

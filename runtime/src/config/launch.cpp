@@ -96,6 +96,7 @@ void read_rendezvous(const EnvLookup& env, LaunchInfo& info) {
     info.job_id = *run_id;
   }
   info.agent_store = env(env::kUseAgentStore).value_or("") == "True";
+  info.store_secret = env(env::kStoreSecret).value_or("");
   info.restart_count = parse_int_or(env, env::kRestartCount, 0, 0);
 }
 
