@@ -345,6 +345,29 @@ TEST_F(FunctionLauncher, RankThatExitsIsNamedWithItsExitCode) {
   EXPECT_TRUE(no_children_left());
 }
 
+TEST_F(FunctionLauncher, RankThatReturnedBeforeAPeerFailedIsNamedToo) {
+  try {
+    acc::launch(
+        [] {
+          acc::Accelerator accelerator(cpu_options().timeout(seconds(20)));
+          if (accelerator.process_index() == 0) return;  // leaves the job early
+          std::this_thread::sleep_for(milliseconds(300));
+          acc::reduce(torch::tensor({1.0}), "sum");  // rank 0 is gone: fails
+        },
+        2);
+    FAIL() << "acc::launch returned although rank 1's collective had no peer";
+  } catch (const acc::LaunchError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(e.rank(), 1) << what;
+    EXPECT_NE(what.find("; rank 0 had already returned, "), std::string::npos) << what;
+    EXPECT_NE(what.find(" s before (a rank that returns while the others still run collectives makes them fail: it "
+                        "may have left early)"),
+              std::string::npos)
+        << what;
+  }
+  EXPECT_TRUE(no_children_left());
+}
+
 TEST_F(FunctionLauncher, RankKilledBySignalIsNamedWithTheSignal) {
   try {
     acc::launch([] { ::raise(SIGKILL); }, 1);

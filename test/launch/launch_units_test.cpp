@@ -173,6 +173,23 @@ TEST(LaunchFirstFailure, ExitsAndSignalsCountFromWhenTheyWereReaped) {
   EXPECT_EQ(ranks[2].describe(), "was killed by signal 9 (SIGKILL)");
 }
 
+RankReport returned_at(int ms) {
+  RankReport report;
+  report.ended = SteadyClock::time_point(milliseconds(ms));
+  return report;
+}
+
+TEST(LaunchFirstFailure, RanksThatReturnedBeforeItAreNamedEarliestFirst) {
+  std::vector<RankProcess> ranks{
+      ended(0, kExit0, returned_at(90), 95), ended(1, kExit1, threw_at(100, "Connection closed by peer"), 120),
+      ended(2, kExit0, returned_at(50), 60), ended(3, kExit0, returned_at(130), 135),  // after it: not to blame
+      ended(4, kExit0, std::nullopt, 70)};  // std::exit(0): fn did not return
+  const auto leavers = early_leavers(ranks, ranks[1]);
+  ASSERT_EQ(leavers.size(), 2u);
+  EXPECT_EQ(leavers[0]->rank, 2);
+  EXPECT_EQ(leavers[1]->rank, 0);
+}
+
 TEST(LaunchFirstFailure, SuccessesAndRunningRanksAreNoFailure) {
   std::vector<RankProcess> ranks{ended(0, kExit0, RankReport{}, 100)};
   RankProcess running;

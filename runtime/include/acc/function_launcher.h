@@ -18,7 +18,8 @@
 //
 // Supervision is acc-launch's: a rank that fails makes the others get SIGTERM, then SIGKILL after
 // the grace period; every child is reaped, its process group killed, and acc::launch throws
-// LaunchError naming the first rank that failed. Ctrl-C (SIGINT) while it waits stops the ranks the
+// LaunchError naming the first rank that failed (and ranks that had returned before it: a rank that
+// leaves while the others still run collectives makes them fail). Ctrl-C (SIGINT) while it waits stops the ranks the
 // same way, then is handled as the program would have handled it (by default: the program ends).
 // If the caller dies, its ranks get SIGKILL (PR_SET_PDEATHSIG). Ranks share the caller's stdout and
 // stderr; their stdin is /dev/null.
@@ -29,8 +30,9 @@
 //   torch's autograd threads for the GPUs do not survive fork either. Call acc::launch before
 //   anything touches CUDA (in a notebook: restart the kernel). The check asks the CUDA driver only
 //   if it is already loaded, so it initializes nothing itself.
-// - An Accelerator or PartialState alive in the caller: the ranks would inherit its single-process
-//   state instead of joining the job. Create them inside `fn` only, as with notebook_launcher.
+// - An Accelerator or PartialState created in the caller (and not ended by PartialState::destroy()):
+//   the ranks would inherit its single-process state instead of joining the job. Create them inside
+//   `fn` only, as with notebook_launcher.
 // - A call from inside a rank (nested).
 // - torch's intra-op threads (GNU OpenMP, libgomp) after the caller ran a parallel CPU op: a forked
 //   child that starts a parallel region then hangs for ever (found by experiment on torch 2.11:

@@ -140,7 +140,25 @@ class Descriptor {
   int fd_;
 };
 
-[[noreturn]] void throw_outcome(const detail::Outcome& outcome, int num_processes, const LaunchOptions& options) {
+// "; rank 0 had already returned, 1.2 s before (...)": who may have left the job early.
+std::string early_leavers_text(const std::vector<detail::RankProcess>& ranks, const detail::RankProcess& failed) {
+  std::string text;
+  for (const detail::RankProcess* rank : detail::early_leavers(ranks, failed)) {
+    char before[32];
+    std::snprintf(before, sizeof(before), "%.1f",
+                  std::chrono::duration<double>(failed.failed_at() - rank->report->ended).count());
+    text += "; rank " + std::to_string(rank->rank) + " had already returned, " + before + " s before";
+  }
+  if (!text.empty()) {
+    text +=
+        " (a rank that returns while the others still run collectives makes them fail: it may have left "
+        "early)";
+  }
+  return text;
+}
+
+[[noreturn]] void throw_outcome(const detail::Outcome& outcome, const std::vector<detail::RankProcess>& ranks,
+                                int num_processes, const LaunchOptions& options) {
   std::string what;  // what stopped the job, without the "acc::launch: " in front
   int rank = -1, exit_code = -1, signal = 0;
   std::string rank_error;
@@ -153,6 +171,7 @@ class Descriptor {
     } else if (outcome.stopped > 0) {
       what += "; the other ranks were stopped";
     }
+    what += early_leavers_text(ranks, *failed);
     if (failed->status_known) {
       if (WIFEXITED(failed->wait_status))
         exit_code = WEXITSTATUS(failed->wait_status);
@@ -254,7 +273,7 @@ void launch(const std::function<void()>& fn, int num_processes, const LaunchOpti
   // The program handles Ctrl-C as it would have without acc::launch (by default, it ends); a
   // program that survives it learns that the job did not finish.
   if (outcome.interrupted) detail::redeliver_interrupt();
-  throw_outcome(outcome, num_processes, options);
+  throw_outcome(outcome, ranks.ranks(), num_processes, options);
 }
 
 }  // namespace acc

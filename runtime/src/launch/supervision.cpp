@@ -48,6 +48,18 @@ const RankProcess* first_failure(const std::vector<RankProcess>& ranks) {
   return first;
 }
 
+std::vector<const RankProcess*> early_leavers(const std::vector<RankProcess>& ranks, const RankProcess& failed) {
+  std::vector<const RankProcess*> leavers;
+  for (const RankProcess& rank : ranks) {
+    // Returned: its report says so (its exit status alone would also fit std::exit(0)).
+    if (&rank == &failed || rank.running || rank.failed() || !rank.report || rank.report->threw) continue;
+    if (rank.report->ended < failed.failed_at()) leavers.push_back(&rank);
+  }
+  std::sort(leavers.begin(), leavers.end(),
+            [](const RankProcess* a, const RankProcess* b) { return a->report->ended < b->report->ended; });
+  return leavers;
+}
+
 RankSet::~RankSet() { kill_groups_and_reap(); }
 
 Outcome RankSet::supervise(std::chrono::milliseconds grace, std::optional<SteadyClock::time_point> deadline,

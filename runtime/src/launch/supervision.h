@@ -82,6 +82,11 @@ class RankSet {
 /// to reap them all at once, so the order of reaping does not tell, the ranks' own reports do.
 const RankProcess* first_failure(const std::vector<RankProcess>& ranks);
 
+/// The ranks whose `fn` returned before `failed` failed, earliest first: a rank that leaves while
+/// its peers still run collectives makes them fail, and the one that noticed is not the one to
+/// blame (acc-launch names them too).
+std::vector<const RankProcess*> early_leavers(const std::vector<RankProcess>& ranks, const RankProcess& failed);
+
 /// "SIGKILL" (or "signal N" where the C library has no name).
 std::string signal_name(int sig);
 
