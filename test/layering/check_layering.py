@@ -7,6 +7,8 @@
 - The state-dict seam: checkpoint/ includes no strategy (ddp/, fsdp/), and a strategy sees only
   the seam's headers of checkpoint/ (checkpoint/SEAM below).
 - Public headers (runtime/include/acc) include no private header of runtime/src.
+- launch/ (acc::launch, which forks) sees torch's headers in one file only (TORCH_SEAMS below), so
+  that nothing else in it can touch CUDA or torch's threads by accident.
 
 Usage: check_layering.py [ROOT]   (default: the repository this script is in)
 Prints each violation with the file and line that makes it; exit status 1 when there is one.
@@ -22,6 +24,10 @@ SOURCE = (".h", ".hpp", ".cpp", ".cc")
 # strategy's layout writes with.
 SEAM = {"checkpoint/state_dict_layout.h", "checkpoint/shard_files.h", "checkpoint/optimizer_files.h"}
 STRATEGIES = {"ddp", "fsdp"}
+
+# Folders of runtime/src that include torch's headers in the named files only.
+TORCH_SEAMS = {"launch": {"launch/torch_in_rank.cpp"}}
+TORCH_HEADERS = ("torch/", "ATen/", "c10/", "caffe2/")
 
 
 def sources(root, top):
@@ -90,6 +96,10 @@ def check(root):
             continue  # runtime/src/pch.h
         here = parts[2]
         head = target.split("/")[0]
+        if here in TORCH_SEAMS and target.startswith(TORCH_HEADERS) and \
+                "/".join(parts[2:]) not in TORCH_SEAMS[here]:
+            problems.append(f"{path}:{line}: {here}/ includes the torch header '{target}'; only "
+                            f"{', '.join(sorted(TORCH_SEAMS[here]))} may")
         if kind != '"' or head not in folders:
             continue
         if head != here:

@@ -43,6 +43,10 @@ CASES = [
      ["runtime/src/fsdp/y.cpp:2: fsdp/ includes 'checkpoint/training_state.h', a checkpoint internal"]),
     ("a public header including a private one", {"runtime/include/acc/bad.h": '#include "comm/group.h"\n'},
      ["runtime/include/acc/bad.h:1: public header includes the private 'comm/group.h'"]),
+    ("launch/ including torch outside its seam", {"runtime/src/launch/fork.cpp": "#include <ATen/Parallel.h>\n",
+                                                   "runtime/src/launch/torch_in_rank.cpp": "#include <ATen/Parallel.h>\n"},
+     ["runtime/src/launch/fork.cpp:1: launch/ includes the torch header 'ATen/Parallel.h'; only "
+      "launch/torch_in_rank.cpp may"]),
     ("the launcher including the runtime", {"launcher/src/bad.cpp": "#include <acc/accelerator.h>\n"},
      ["launcher/src/bad.cpp:1: the launcher includes the runtime's 'acc/accelerator.h'"]),
 ]

@@ -12,6 +12,7 @@
 #include <acc/device_map.h>
 #include <acc/errors.h>
 #include <acc/fsdp.h>
+#include <acc/function_launcher.h>
 #include <acc/grad_scaler.h>
 #include <acc/hooks.h>
 #include <acc/launch.h>

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "comm/process_group.h"
+#include "comm/state_slot.h"
 
 namespace acc {
 
@@ -60,6 +61,11 @@ std::shared_ptr<SharedState> create_state(const AcceleratorOptions& options) {
   return state;
 }
 }  // namespace
+
+bool partial_state_exists() {
+  std::lock_guard<std::mutex> lock(state_mutex);
+  return state_slot() != nullptr;
+}
 }  // namespace detail
 
 PartialState::PartialState(const AcceleratorOptions& options) {

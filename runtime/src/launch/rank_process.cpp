@@ -1,0 +1,78 @@
+#include "launch/rank_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+
+#include "launch/fork_safety.h"
+#include "launch/rank_report.h"
+#include "launch/torch_in_rank.h"
+
+namespace acc::detail {
+namespace {
+
+void write_all(int fd, const std::string& bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // the caller is gone: nobody to tell
+    done += static_cast<size_t>(n);
+  }
+}
+
+[[noreturn]] void leave(int code) {
+  std::cout.flush();
+  std::cerr.flush();
+  std::clog.flush();
+  std::fflush(nullptr);
+  ::_exit(code);
+}
+
+}  // namespace
+
+void run_rank(const RankStart& start) {
+  mark_launched_rank();
+  // Die with the caller. The caller may have died before prctl took effect: then the parent is
+  // already someone else.
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != start.caller) ::_exit(128 + SIGKILL);
+  // Its own process group, so that stopping the rank stops what it starts too. The caller sets it
+  // as well: whichever runs first, the group exists before anyone signals it.
+  ::setpgid(0, 0);
+  // Default signal handling, as a freshly executed program has (the caller's handlers are for the
+  // caller: a REPL's SIGINT handler must not keep a rank alive).
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD, SIGUSR1, SIGUSR2}) ::signal(sig, SIG_DFL);
+  // Out of the terminal's foreground group, a read from it would stop the rank (SIGTTIN).
+  if (const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC); null_fd >= 0) {
+    ::dup2(null_fd, STDIN_FILENO);
+    ::close(null_fd);
+  }
+  for (int fd : start.close_fds) ::close(fd);
+
+  for (const auto& name : start.environment->unset) ::unsetenv(name.c_str());
+  for (const auto& [name, value] : start.environment->set) ::setenv(name.c_str(), value.c_str(), 1);
+
+  RankReport report;
+  try {
+    set_intra_op_threads(start.threads);
+    (*start.fn)();
+  } catch (...) {
+    report.threw = true;
+    report.error = exception_text(std::current_exception());
+  }
+  report.ended = std::chrono::steady_clock::now();
+  write_all(start.report_fd, encode_report(report));
+  ::close(start.report_fd);
+  leave(report.threw ? 1 : 0);
+}
+
+}  // namespace acc::detail
