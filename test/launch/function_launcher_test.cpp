@@ -461,7 +461,7 @@ TEST_F(FunctionLauncher, BadArgumentsAreRefusedWithTheFix) {
             "acc::launch: timeout must be positive; leave it unset for no deadline");
   EXPECT_EQ(error_text<acc::ConfigError>([&] {
               acc::launch(nothing, 2, acc::LaunchOptions().master_addr("no-such-host.invalid"));
-            }).rfind("acc::launch: master_addr 'no-such-host.invalid' does not resolve (", 0),
+            }).rfind("acc::launch: master_addr 'no-such-host.invalid' does not resolve; use 127.0.0.1", 0),
             0u);
   EXPECT_TRUE(no_children_left()) << "nothing was started";
 }

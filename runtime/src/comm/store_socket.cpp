@@ -101,16 +101,25 @@ bool is_loopback_host(const std::string& host) {
   return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
 }
 
-ListeningSocket listen_for_store(const std::string& host, int port) {
-  const std::string where = host + ":" + std::to_string(port);
+int bind_listening(const std::string& host, int port, int& error) {
   AddrInfo addresses = resolve(host, port, AI_NUMERICSERV);
-  int last_error = 0;
+  error = EADDRNOTAVAIL;
   for (addrinfo* a = addresses.get(); a != nullptr; a = a->ai_next) {
     const int fd = bind_and_listen(a->ai_addr, a->ai_addrlen, a->ai_family);
-    if (fd >= 0) return describe(fd);
-    last_error = errno;
-    if (last_error == EADDRINUSE) throw DistributedError(taken_port_message(where));
+    if (fd >= 0) return fd;
+    error = errno;
+    if (error == EADDRINUSE) break;
   }
+  return -1;
+}
+
+int bound_port(int fd) { return describe(fd).port; }
+
+ListeningSocket listen_for_store(const std::string& host, int port) {
+  const std::string where = host + ":" + std::to_string(port);
+  int last_error = 0;
+  if (const int fd = bind_listening(host, port, last_error); fd >= 0) return describe(fd);
+  if (last_error == EADDRINUSE) throw DistributedError(taken_port_message(where));
   if (last_error != EADDRNOTAVAIL) {
     throw DistributedError("acc: rank 0 cannot serve the rendezvous at " + where + ": " +
                            std::strerror(last_error));

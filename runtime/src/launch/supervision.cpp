@@ -130,21 +130,23 @@ void RankSet::poll_reports(SteadyClock::duration max_wait) {
   for (size_t i = 0; i < fds.size(); ++i) {
     if (fds[i].revents == 0) continue;
     RankProcess& rank = *owners[i];
-    char buffer[4096];
-    for (;;) {
-      const ssize_t got = ::read(rank.report_fd, buffer, sizeof(buffer));
-      if (got > 0) {
-        if (rank.report_bytes.size() < 2 * kMaxReportedError)
-          rank.report_bytes.append(buffer, static_cast<size_t>(got));
-        continue;
-      }
-      if (got < 0 && errno == EINTR) continue;
-      if (got == 0) {  // every writer is gone: the rank has ended (or is ending)
-        ::close(rank.report_fd);
-        rank.report_fd = -1;
-      }
-      break;  // EAGAIN: nothing more for now
+    if (read_report(rank)) {  // every writer is gone: the rank has ended (or is ending)
+      ::close(rank.report_fd);
+      rank.report_fd = -1;
     }
+  }
+}
+
+bool RankSet::read_report(RankProcess& rank) {
+  char buffer[4096];
+  for (;;) {
+    const ssize_t got = ::read(rank.report_fd, buffer, sizeof(buffer));
+    if (got > 0) {
+      if (rank.report_bytes.size() < 2 * kMaxReportedError) rank.report_bytes.append(buffer, static_cast<size_t>(got));
+      continue;
+    }
+    if (got < 0 && errno == EINTR) continue;
+    return got == 0;  // else EAGAIN: nothing more for now
   }
 }
 
@@ -167,17 +169,8 @@ void RankSet::reap_ended() {
 
 void RankSet::drain(RankProcess& rank) {
   if (rank.report_fd >= 0) {
-    char buffer[4096];
-    for (;;) {
-      const ssize_t got = ::read(rank.report_fd, buffer, sizeof(buffer));
-      if (got > 0) {
-        if (rank.report_bytes.size() < 2 * kMaxReportedError)
-          rank.report_bytes.append(buffer, static_cast<size_t>(got));
-        continue;
-      }
-      if (got < 0 && errno == EINTR) continue;
-      break;  // EOF, or EAGAIN: a descendant of the rank holds the pipe, but the rank wrote all it will
-    }
+    // EOF, or EAGAIN: a descendant of the rank may hold the pipe, but the rank wrote all it will.
+    read_report(rank);
     ::close(rank.report_fd);
     rank.report_fd = -1;
   }

@@ -71,6 +71,8 @@ class RankSet {
   void poll_reports(SteadyClock::duration max_wait);
   void reap_ended();
   void drain(RankProcess& rank);
+  /// Reads what the rank's report pipe holds now; true at end of file.
+  static bool read_report(RankProcess& rank);
   void signal_running(int sig);
   void kill_groups_and_reap();
 
