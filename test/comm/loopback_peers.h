@@ -36,14 +36,28 @@ inline void set_io_timeout(int fd, std::chrono::milliseconds timeout) {
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
 
-/// A blocking connection to 127.0.0.1:port whose reads and writes give up after kIoTimeout.
-inline Fd connect_loopback(int port) {
-  Fd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+/// A blocking connection to 127.0.0.1:port, or -1 with errno set. Throws nothing: forked test
+/// children use it.
+inline int try_connect_loopback(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   address.sin_port = htons(static_cast<uint16_t>(port));
-  if (connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
+    const int error = errno;
+    close(fd);
+    errno = error;
+    return -1;
+  }
+  return fd;
+}
+
+/// A blocking connection to 127.0.0.1:port whose reads and writes give up after kIoTimeout.
+inline Fd connect_loopback(int port) {
+  Fd fd(try_connect_loopback(port));
+  if (fd.get() < 0) {
     throw std::runtime_error("connect to 127.0.0.1:" + std::to_string(port) + ": " + detail::errno_text(errno));
   }
   set_io_timeout(fd.get(), kIoTimeout);

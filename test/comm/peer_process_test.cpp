@@ -70,12 +70,8 @@ TEST(PeerProcess, ChildProcessConnectionIsRefused) {
   ASSERT_GE(child, 0);
   if (child == 0) {  // connects, then keeps its socket open until the parent closes the pipe
     close(hold[1]);
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    address.sin_port = htons(static_cast<uint16_t>(port));
-    if (connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) _exit(3);
+    const int fd = acc::testing::try_connect_loopback(port);
+    if (fd < 0) _exit(3);
     char byte;
     (void)read(hold[0], &byte, 1);
     _exit(0);

@@ -319,12 +319,8 @@ TEST(StoreGate, RelayRefusesConnectionsFromOtherProcesses) {
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    address.sin_port = htons(static_cast<uint16_t>(port));
-    if (connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) _exit(3);
+    const int fd = acc::testing::try_connect_loopback(port);
+    if (fd < 0) _exit(3);
     timeval tv{10, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     (void)send(fd, "get key", 7, MSG_NOSIGNAL);
