@@ -3,7 +3,8 @@
 // initial weights and the data come from safetensors files the driver wrote once, so both sides
 // start from the same numbers and see the same batches. Writes DIR/TAG_rank<R>.json: samples/s over
 // the timed steps, peak RSS (VmHWM), seconds from BENCH_T0_NS (the driver's CLOCK_REALTIME before it
-// started the launcher) to the end of the first optimizer step, and every step's loss.
+// started the launcher) to the end of the first optimizer step, the process's CPU time over the
+// timed steps, and every step's loss.
 //
 // Usage: acc_bench_vs_accelerate DIR mlp|lm fp32|bf16 WARMUP STEPS GLOBAL_BATCH LR TAG
 //
@@ -21,6 +22,8 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 #include <torch/optim/sgd.h>
+
+#include <time.h>
 
 #include <chrono>
 #include <cmath>
@@ -44,6 +47,13 @@ int64_t realtime_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
+}
+
+// CPU time of the whole process (every thread), what Python's time.process_time() reads.
+double process_cpu_s() {
+  timespec now{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) / 1e9;
 }
 
 torch::Tensor linear(const torch::Tensor& x, const torch::nn::Linear& layer) {
@@ -132,8 +142,12 @@ int train(acc::Accelerator& accelerator, Model model, const std::string& dir, co
   std::vector<double> losses;
   int64_t first_step_ns = 0;
   auto start = std::chrono::steady_clock::now();
+  double start_cpu = process_cpu_s();
   for (auto& batch : *loader) {
-    if (static_cast<int>(losses.size()) == warmup) start = std::chrono::steady_clock::now();
+    if (static_cast<int>(losses.size()) == warmup) {
+      start = std::chrono::steady_clock::now();
+      start_cpu = process_cpu_s();
+    }
     optimizer.zero_grad();
     torch::Tensor output = model->forward(batch.data).to(torch::kFloat);
     torch::Tensor loss = lm ? torch::nn::functional::cross_entropy(output.reshape({-1, kVocab}), batch.target.reshape({-1}))
@@ -144,6 +158,7 @@ int train(acc::Accelerator& accelerator, Model model, const std::string& dir, co
     if (losses.size() == 1) first_step_ns = realtime_ns();
   }
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double cpu = process_cpu_s() - start_cpu;
   if (static_cast<int>(losses.size()) != warmup + steps) {
     std::fprintf(stderr, "vs_accelerate: %zu steps, expected %d\n", losses.size(), warmup + steps);
     return 1;
@@ -155,10 +170,10 @@ int train(acc::Accelerator& accelerator, Model model, const std::string& dir, co
     return 1;
   }
   std::fprintf(file,
-               "{\"rank\": %d, \"world\": %d, \"samples_per_s\": %.6f, \"peak_rss_mib\": %.3f, "
+               "{\"rank\": %d, \"world\": %d, \"samples_per_s\": %.6f, \"cpu_s\": %.6f, \"peak_rss_mib\": %.3f, "
                "\"first_step_s\": %.6f, \"losses\": [",
                static_cast<int>(accelerator.process_index()), static_cast<int>(accelerator.num_processes()),
-               static_cast<double>(global_batch) * steps / elapsed, acc::bench::peak_rss_mb(),
+               static_cast<double>(global_batch) * steps / elapsed, cpu, acc::bench::peak_rss_mb(),
                static_cast<double>(first_step_ns - t0_ns) / 1e9);
   for (size_t i = 0; i < losses.size(); ++i) std::fprintf(file, "%s%.17g", i ? ", " : "", losses[i]);
   std::fprintf(file, "]}\n");

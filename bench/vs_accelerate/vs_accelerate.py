@@ -14,6 +14,9 @@ read by both sides. Every rank writes a JSON file; for each model and precision 
 medians over the pairs and the ratio acc/Accelerate of:
   samples/s                 global batch x timed steps / wall time of the timed steps (after the
                             warm-up steps), the slower rank's; higher is better
+  samples per CPU-second    the same samples / the CPU time (every thread) all ranks' processes
+                            spent in those steps: the cost of a sample, whatever share of the CPUs
+                            the ranks got; higher is better
   peak RSS rank R           VmHWM of rank R's process at the end of training; lower is better.
                             The launcher processes (torchrun's Python, acc-launch) are not counted
   launch to first step      from the driver's clock (CLOCK_REALTIME, BENCH_T0_NS) just before it
@@ -30,6 +33,13 @@ Models: mlp  16 x Linear(256, 256) with Tanh between (bench/support/mlp.h), MSE 
 each in fp32 and bf16 (Accelerate: mixed_precision="bf16", autocast around forward and outputs
 converted to fp32; acc: mixed_precision(BF16), autocast on for the training thread, the output
 converted to fp32 before the loss).
+
+Scheduling: torchrun starts each rank in a new session; acc-launch keeps its ranks in its own
+session. With Linux's autogroup scheduling (kernel.sched_autogroup_enabled=1) each session is one
+scheduling group, so on a machine with other load torchrun's two ranks get two shares of the CPUs
+and acc-launch's two ranks one: samples/s then favours Accelerate for reasons unrelated to either
+runtime (the script prints a note). --chrt (SCHED_FIFO) takes the ranks out of that competition;
+samples per CPU-second does not depend on it.
 
 usage: vs_accelerate.py [--pairs 3] [--steps N] [--warmup 3] [--models mlp,lm]
                         [--precisions fp32,bf16] [--build build] [--chrt] [--loss-rtol X]
@@ -142,10 +152,10 @@ def accelerate_worker(directory, name, precision, warmup, steps, global_batch, l
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
 
     losses, first_step_ns = [], 0
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     for batch in loader:
         if len(losses) == warmup:
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
         optimizer.zero_grad()
         if name == "lm":
             tokens = batch[0]
@@ -159,11 +169,11 @@ def accelerate_worker(directory, name, precision, warmup, steps, global_batch, l
         losses.append(loss.item())
         if len(losses) == 1:
             first_step_ns = time.time_ns()
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - start_cpu
     if len(losses) != warmup + steps:
         sys.exit(f"vs_accelerate: {len(losses)} steps, expected {warmup + steps}")
     result = {"rank": accelerator.process_index, "world": accelerator.num_processes,
-              "samples_per_s": global_batch * steps / elapsed, "peak_rss_mib": peak_rss_mib(),
+              "samples_per_s": global_batch * steps / elapsed, "cpu_s": cpu, "peak_rss_mib": peak_rss_mib(),
               "first_step_s": (first_step_ns - t0_ns) / 1e9, "losses": losses}
     with open(os.path.join(directory, f"{tag}_rank{accelerator.process_index}.json"), "w") as f:
         json.dump(result, f)
@@ -176,6 +186,14 @@ def peak_rss_mib():
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) / 1024
     return -1.0
+
+
+def autogroup_on():
+    try:
+        with open("/proc/sys/kernel/sched_autogroup_enabled") as f:
+            return f.read().strip() == "1"
+    except OSError:
+        return False
 
 
 def free_port():
@@ -269,6 +287,11 @@ def main():
     print(f"vs_accelerate: acc ({program}) against Accelerate {accelerate.__version__} "
           f"(torch {torch.__version__}), {world} CPU ranks each, Gloo on loopback, OMP_NUM_THREADS=1, "
           f"{args.pairs} ABAB pair(s){', chrt -f 50' if prefix else ''}")
+    if not prefix and autogroup_on():
+        print("note: autogroup scheduling is on (kernel.sched_autogroup_enabled): torchrun starts each rank "
+              "in a session of its own, acc-launch keeps its ranks in its one, so while anything else "
+              "runs on this machine torchrun's ranks get a larger share of the CPUs and samples/s "
+              "favours Accelerate; --chrt avoids that, samples per CPU-second does not depend on it")
     failed_agreement = False
     with tempfile.TemporaryDirectory(prefix="vs_accelerate.") as directory:
         for name in models:
@@ -313,6 +336,8 @@ def report(name, precision, global_batch, warmup, steps, lr, pairs, runs, loss_r
         print(f"  {label:28}{values['accelerate']:12.2f}{values['acc']:12.2f}   {ratio:6.3f} ({better} is better)")
 
     row("samples/s", lambda run: min(rank["samples_per_s"] for rank in run), "higher")
+    samples = global_batch * steps
+    row("samples per CPU-second", lambda run: samples / sum(rank["cpu_s"] for rank in run), "higher")
     for rank in range(len(runs["acc"][0])):
         row(f"peak RSS rank {rank} (MiB)", lambda run, rank=rank: run[rank]["peak_rss_mib"], "lower")
     row("launch to first step (s)", lambda run: max(rank["first_step_s"] for rank in run), "lower")
