@@ -1,11 +1,15 @@
 # Installs libacc as a CMake package (find_package(acc CONFIG REQUIRED); target acc::acc brings
-# libtorch transitively) and a pkg-config file for Makefile users.
+# libtorch_cpu transitively; libacc_cuda.so is installed beside libacc.so) and a pkg-config file for Makefile users.
 include(CMakePackageConfigHelpers)
 
 install(TARGETS acc EXPORT accTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# libacc_cuda.so sits next to libacc.so, where libacc looks for it; nothing links it.
+if(TARGET acc_cuda)
+  install(TARGETS acc_cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/runtime/include/acc DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
   FILES_MATCHING PATTERN "*.h")
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/generated/acc/version.h

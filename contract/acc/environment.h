@@ -39,6 +39,12 @@ inline constexpr const char* kJobId = "ACC_JOB_ID";
 /// is refused by rank 0's store.
 inline constexpr const char* kStoreSecret = "ACC_STORE_SECRET";
 
+// --- acc's runtime ------------------------------------------------------------------------------
+/// Whether libacc loads its CUDA part (libacc_cuda.so: libtorch_cuda, cuBLAS, cuDNN, NCCL) when it
+/// is loaded: `auto` (unset) when a GPU driver is present and ACCELERATE_USE_CPU is not set, `1`
+/// always, `0` never.
+inline constexpr const char* kLoadCuda = "ACC_LOAD_CUDA";
+
 // --- Accelerate (accelerate launch) -------------------------------------------------------------
 inline constexpr const char* kUseCpu = "ACCELERATE_USE_CPU";
 inline constexpr const char* kMixedPrecision = "ACCELERATE_MIXED_PRECISION";

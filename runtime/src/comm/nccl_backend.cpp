@@ -1,27 +1,21 @@
-// The only translation unit that sees NCCL's headers. Built with -DUSE_C10D_NCCL when libtorch has
-// CUDA, so the NCCL path compiles and links in every such build, GPU or not.
+// libacc_cuda.so's NCCL backend: the only translation unit that sees NCCL's headers, and the only
+// one that links libtorch_cuda. It registers itself with libacc when libacc loads it
+// (core/cuda_support.cpp); CPU processes never load it.
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+
 #include "comm/process_group.h"
 
-#include <acc/errors.h>
-
-#ifdef USE_C10D_NCCL
-#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
-#endif
-
 namespace acc::detail {
+namespace {
 
-c10::intrusive_ptr<c10d::Backend> make_nccl_backend(const c10::intrusive_ptr<c10d::Store>& store,
-                                                    int rank, int size, Milliseconds timeout) {
-#ifdef USE_C10D_NCCL
+c10::intrusive_ptr<c10d::Backend> make(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                       int size, Milliseconds timeout) {
   auto options = c10d::ProcessGroupNCCL::Options::create();
   options->timeout = timeout;
   return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, options);
-#else
-  (void)store, (void)rank, (void)size, (void)timeout;
-  throw DistributedError(
-      "acc: CUDA training needs NCCL, but this libacc was built against a libtorch without CUDA; "
-      "rebuild acc against a CUDA libtorch, or pass AcceleratorOptions().cpu(true)");
-#endif
 }
 
+[[maybe_unused]] const bool registered = (register_nccl_backend(&make), true);
+
+}  // namespace
 }  // namespace acc::detail

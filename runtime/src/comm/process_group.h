@@ -19,10 +19,16 @@ namespace acc::detail {
 class RingCollectives;
 using Milliseconds = std::chrono::milliseconds;
 
-// Defined in gloo_backend.cpp and nccl_backend.cpp, the only files that see those libraries' headers.
+// Defined in gloo_backend.cpp, the only file of libacc that sees Gloo's headers.
 c10::intrusive_ptr<c10d::Backend> make_gloo_backend(const c10::intrusive_ptr<c10d::Store>& store,
                                                     int rank, int size, Milliseconds timeout,
                                                     const std::string& master_addr);
+
+// NCCL is in libacc_cuda.so (nccl_backend.cpp), which registers its factory when it is loaded
+// (core/cuda_support.h). Without it, make_nccl_backend throws, saying why it was not loaded.
+using NcclBackendFactory = c10::intrusive_ptr<c10d::Backend> (*)(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, Milliseconds timeout);
+void register_nccl_backend(NcclBackendFactory factory);
 c10::intrusive_ptr<c10d::Backend> make_nccl_backend(const c10::intrusive_ptr<c10d::Store>& store,
                                                     int rank, int size, Milliseconds timeout);
 
