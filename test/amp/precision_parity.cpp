@@ -1,7 +1,11 @@
 // acc's side of test/parity/precision_parity.py: the MLP regression of that script, trained from
-// the weights and data it wrote, in one of two modes:
-//   accumulate  gradient_accumulation_steps 4, LambdaLR 0.9^step as acc::Scheduler
-//   bf16        mixed_precision bf16 (CPU autocast)
+// the weights and data it wrote, in one of these modes:
+//   accumulate   gradient_accumulation_steps 4, LambdaLR 0.9^step as acc::Scheduler
+//   bf16         mixed_precision bf16 (CPU autocast)
+//   bf16_linear  bf16 on 3-d inputs (batch, 3, features), forward through torch::linear (at::linear,
+//                what Python's nn.Linear calls): bit for bit Accelerate's losses
+//   bf16_module  the same through torch::nn::Linear's forward (matmul, then += bias, on 3-d inputs)
+//   adam         fp32, libtorch's Adam (lr 0.01) instead of SGD
 // Each rank writes "loss lr" per batch, the dtypes it saw, and rank 0 the final weights.
 //   usage: acc_precision_parity DIR MODE          (run by torchrun for 2 processes)
 #include <torch/data/datasets/base.h>
@@ -12,6 +16,7 @@
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
 
 #include <cmath>
@@ -27,31 +32,14 @@
 namespace {
 using acc::testing::read_floats;
 using acc::testing::Regression;
-constexpr int64_t kFeatures = 4, kHidden = 16, kSamples = 40, kEpochs = 2, kBatch = 2;
+constexpr int64_t kFeatures = 4, kHidden = 16, kSamples = 40, kEpochs = 2, kBatch = 2, kSeq = 3;
 
-
-}  // namespace
-
-int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::cerr << "usage: acc_precision_parity DIR accumulate|bf16\n";
-    return 2;
-  }
-  const std::string dir = argv[1], mode = argv[2];
-  auto options = acc::AcceleratorOptions().cpu(true);
-  if (mode == "accumulate") options.gradient_accumulation_steps(4);
-  if (mode == "bf16") options.mixed_precision(acc::MixedPrecision::BF16);
-  acc::Accelerator accelerator(options);
-
-  torch::nn::Sequential model(torch::nn::Linear(kFeatures, kHidden), torch::nn::Tanh(),
-                              torch::nn::Linear(kHidden, 1));
-  auto flat = read_floats(dir + "/init.bin", kHidden * kFeatures + 2 * kHidden + 1);
-  acc::testing::load_flat_parameters(model->parameters(), flat);
-  auto data = read_floats(dir + "/data.bin", kSamples * (kFeatures + 1));
-  auto x = data.narrow(0, 0, kSamples * kFeatures).view({kSamples, kFeatures});
-  auto y = data.narrow(0, kSamples * kFeatures, kSamples).view({kSamples, 1});
-
-  acc::Optimizer<torch::optim::SGD> optimizer(model->parameters(), 0.1);
+// The loop both optimizers share: per batch "loss lr" to acc_MODE_RANK.txt, the dtypes seen, and
+// rank 0's final weights.
+template <class Opt, class Forward>
+void train(acc::Accelerator& accelerator, torch::nn::Sequential& model, acc::Optimizer<Opt>& optimizer,
+           const Forward& forward, const torch::Tensor& x, const torch::Tensor& y, const std::string& dir,
+           const std::string& mode) {
   acc::Scheduler<acc::LambdaLR> scheduler(optimizer, [](int64_t s) { return std::pow(0.9, s); });
   accelerator.prepare(model, optimizer, scheduler);
   auto loader = accelerator.prepare_data_loader<torch::data::samplers::SequentialSampler>(
@@ -62,7 +50,7 @@ int main(int argc, char** argv) {
   for (int epoch = 0; epoch < kEpochs; ++epoch) {
     for (auto& batch : *loader) {
       auto guard = accelerator.accumulate(model);
-      auto output = model->forward(batch.data);
+      auto output = forward(batch.data);
       auto loss = torch::nn::functional::mse_loss(output, batch.target);
       output_dtype = c10::toString(output.scalar_type());
       loss_dtype = c10::toString(loss.scalar_type());
@@ -71,7 +59,7 @@ int main(int argc, char** argv) {
       scheduler.step();
       optimizer.zero_grad();
       char line[64];
-      std::snprintf(line, sizeof line, "%.9g %.9g\n", loss.item<double>(),
+      std::snprintf(line, sizeof line, "%.9g %.9g\n", loss.template item<double>(),
                     optimizer.param_groups()[0].options().get_lr());
       out << line;
     }
@@ -83,6 +71,45 @@ int main(int argc, char** argv) {
     auto weights = torch::cat(parts).contiguous();
     std::ofstream(dir + "/acc_" + mode + "_weights.bin", std::ios::binary)
         .write(reinterpret_cast<const char*>(weights.data_ptr<float>()), weights.numel() * sizeof(float));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::cerr << "usage: acc_precision_parity DIR accumulate|bf16|bf16_linear|bf16_module|adam\n";
+    return 2;
+  }
+  const std::string dir = argv[1], mode = argv[2];
+  auto options = acc::AcceleratorOptions().cpu(true);
+  if (mode == "accumulate") options.gradient_accumulation_steps(4);
+  const bool sequences = mode == "bf16_linear" || mode == "bf16_module";
+  if (mode == "bf16" || sequences) options.mixed_precision(acc::MixedPrecision::BF16);
+  acc::Accelerator accelerator(options);
+
+  torch::nn::Sequential model(torch::nn::Linear(kFeatures, kHidden), torch::nn::Tanh(),
+                              torch::nn::Linear(kHidden, 1));
+  auto flat = read_floats(dir + "/init.bin", kHidden * kFeatures + 2 * kHidden + 1);
+  acc::testing::load_flat_parameters(model->parameters(), flat);
+  const int64_t seq = sequences ? kSeq : 1;
+  auto data = read_floats(dir + (sequences ? "/data_seq.bin" : "/data.bin"), kSamples * seq * (kFeatures + 1));
+  auto x = data.narrow(0, 0, kSamples * seq * kFeatures).view({kSamples, seq, kFeatures});
+  auto y = data.narrow(0, kSamples * seq * kFeatures, kSamples * seq).view({kSamples, seq, 1});
+  if (!sequences) x = x.squeeze(1), y = y.squeeze(1);
+  auto first = model[0]->as<torch::nn::Linear>(), second = model[2]->as<torch::nn::Linear>();
+  auto forward = [&](const torch::Tensor& input) {
+    if (mode != "bf16_linear") return model->forward(input);
+    return torch::linear(torch::tanh(torch::linear(input, first->weight, first->bias)), second->weight,
+                         second->bias);
+  };
+
+  if (mode == "adam") {
+    acc::Optimizer<torch::optim::Adam> optimizer(model->parameters(), torch::optim::AdamOptions(0.01));
+    train(accelerator, model, optimizer, forward, x, y, dir, mode);
+  } else {
+    acc::Optimizer<torch::optim::SGD> optimizer(model->parameters(), 0.1);
+    train(accelerator, model, optimizer, forward, x, y, dir, mode);
   }
   accelerator.end_training();
   return 0;
