@@ -40,5 +40,12 @@ TEST(BucketPlan, TinyCapGivesEveryParameterItsOwnBucket) {
   EXPECT_EQ(plan_buckets(uniform(3, 400), 100, 100), (Layout{{2}, {1}, {0}}));
 }
 
+TEST(BucketPlan, AParameterMarkedAloneHasABucketOfItsOwnAndTheOpenBucketStaysOpen) {
+  // weight, bias, weight, bias: the two weights alone (reduced where they lie), the biases share one.
+  std::vector<BucketInput> params = {{"float@cpu", 16 * kMiB, true}, {"float@cpu", 8192},
+                                     {"float@cpu", 16 * kMiB, true}, {"float@cpu", 8192}};
+  EXPECT_EQ(plan_buckets(params, 25 * kMiB, kMiB), (Layout{{2}, {0}, {3, 1}}));
+}
+
 TEST(BucketPlan, NoParametersNoBuckets) { EXPECT_TRUE(plan_buckets({}, kMiB, kMiB).empty()); }
 }  // namespace

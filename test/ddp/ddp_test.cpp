@@ -37,6 +37,12 @@ TEST_P(Ranks, DdpWithManySmallBucketsMatchesSingleProcess) {
   EXPECT_TRUE(result.all_succeeded()) << result.describe();
 }
 
+TEST_P(Ranks, DdpWithAGradientReducedInPlaceMatchesSingleProcess) {
+  // A 1024 x 1024 layer: its 4 MiB gradient is all-reduced where it lies, the rest in buckets.
+  auto result = run({"ddp_equivalence", "25", "large"}, GetParam());
+  EXPECT_TRUE(result.all_succeeded()) << result.describe();
+}
+
 TEST_P(Ranks, CollectivesAndProcessControl) {
   auto marker = std::filesystem::temp_directory_path() /
                 ("acc-main-first-" + std::to_string(::getpid()) + "-" + std::to_string(GetParam()));

@@ -23,10 +23,12 @@ using acc::testing::fail;
 
 int env_int(const char* name) { return std::atoi(std::getenv(name)); }
 
-torch::nn::Sequential make_mlp() {
-  return torch::nn::Sequential(torch::nn::Linear(8, 16), torch::nn::Tanh(),
-                               torch::nn::Linear(16, 16), torch::nn::Tanh(),
-                               torch::nn::Linear(16, 4));
+// `hidden` 1024 gives the middle layer a 4 MiB gradient, which the reducer all-reduces in place
+// (no bucket) while the others share buckets.
+torch::nn::Sequential make_mlp(int64_t hidden = 16) {
+  return torch::nn::Sequential(torch::nn::Linear(8, hidden), torch::nn::Tanh(),
+                               torch::nn::Linear(hidden, hidden), torch::nn::Tanh(),
+                               torch::nn::Linear(hidden, 4));
 }
 
 double max_abs_diff(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
@@ -65,19 +67,20 @@ void copy_weights(torch::nn::Module& from, torch::nn::Module& to) {
 // equals a single-process run (rank 0's initial weights) on the concatenated global batch.
 void ddp_equivalence(const std::vector<std::string>& args) {
   const double cap_mb = args.empty() ? 25.0 : std::stod(args[0]);
+  const int64_t hidden = args.size() > 1 && args[1] == "large" ? 1024 : 16;
   acc::Accelerator accelerator(
       acc::AcceleratorOptions().ddp(acc::DistributedDataParallelKwargs().bucket_cap_mb(cap_mb)));
   const int rank = accelerator.process_index(), world = accelerator.num_processes();
   const int64_t batch = 5;
 
   torch::manual_seed(100 + rank);
-  auto model = make_mlp();
+  auto model = make_mlp(hidden);
   acc::Optimizer<torch::optim::SGD> optimizer(model->parameters(), torch::optim::SGDOptions(0.1));
   accelerator.prepare(model, optimizer);
   accelerator.prepare(model, optimizer);  // a second prepare is a no-op
 
   torch::manual_seed(100);
-  auto reference = make_mlp();
+  auto reference = make_mlp(hidden);
   torch::optim::SGD reference_optimizer(reference->parameters(), torch::optim::SGDOptions(0.1));
   expect(max_abs_diff(model->parameters(), reference->parameters()) == 0,
          "prepare did not broadcast rank 0's weights");
@@ -383,11 +386,11 @@ void accumulation(const std::vector<std::string>& args) {
       acc::GradientAccumulationPlugin().sync_each_batch(each_batch)));
   const int rank = accelerator.process_index(), world = accelerator.num_processes();
   torch::manual_seed(100 + rank);
-  auto model = make_mlp();
+  auto model = make_mlp(1024);  // its 4 MiB gradient accumulates, then is reduced in place
   acc::Optimizer<torch::optim::SGD> optimizer(model->parameters(), 0.1);
   accelerator.prepare(model, optimizer);
   torch::manual_seed(100);
-  auto reference = make_mlp();
+  auto reference = make_mlp(1024);
   torch::optim::SGD reference_optimizer(reference->parameters(), 0.1);
 
   for (int step = 0; step < 3; ++step) {

@@ -15,6 +15,10 @@ std::vector<std::vector<size_t>> plan_buckets(const std::vector<BucketInput>& pa
 
   std::vector<std::vector<size_t>> layout;
   for (size_t k = params.size(); k-- > 0;) {
+    if (params[k].alone) {
+      layout.push_back({k});
+      continue;
+    }
     auto& key = keys[params[k].key];
     key.members.push_back(k);
     key.bytes += params[k].bytes;

@@ -1,6 +1,7 @@
 #include "ddp/reducer.h"
 
 #include <ATen/ops/cat.h>
+#include <ATen/ops/div.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 #include <c10/core/GradMode.h>
@@ -30,11 +31,20 @@ Reducer::Reducer(std::vector<NamedTensor> parameters, std::vector<at::Tensor> bu
 
 Reducer::~Reducer() { detach_hooks(); }
 
+namespace {
+// A gradient this large is all-reduced where it lies instead of through a bucket: copying it into a
+// bucket and back costs two passes over its bytes, more than the latency of a collective of its own
+// (~0.1 ms on loopback; a 4 MiB copy in and out is ~1 ms). On the 50M-parameter MLP of
+// bench/ddp/ddp_step.cpp that is most of DDP's cost beyond compute and one all-reduce.
+constexpr size_t kReducedInPlaceBytes = 4u << 20;
+}  // namespace
+
 void Reducer::build_buckets() {
   std::vector<BucketInput> inputs;
   for (const auto& p : params_) {
+    const auto bytes = static_cast<size_t>(p.tensor.numel() * p.tensor.element_size());
     inputs.push_back({std::string(c10::toString(p.tensor.scalar_type())) + "@" + p.tensor.device().str(),
-                      static_cast<size_t>(p.tensor.numel() * p.tensor.element_size())});
+                      bytes, bytes >= kReducedInPlaceBytes});
   }
   auto layout = plan_buckets(inputs, static_cast<size_t>(mib_to_bytes(options_.bucket_cap_mb())),
                              static_cast<size_t>(mib_to_bytes(options_.first_bucket_cap_mb())));
@@ -50,17 +60,20 @@ void Reducer::build_buckets() {
       bucket.offsets.push_back(numel);
       numel += params_[members[j]].tensor.numel();
     }
-    const auto& like = params_[members.front()].tensor;
-    bucket.flat = at::zeros({numel}, like.options());
+    bucket.in_place = members.size() == 1 && inputs[members.front()].alone;
+    if (!bucket.in_place) bucket.flat = at::zeros({numel}, params_[members.front()].tensor.options());
     bucket.members = std::move(members);
     bucket.pending = bucket.members.size();
     buckets_.push_back(std::move(bucket));
   }
 }
 
-at::Tensor Reducer::slot(size_t param) const {
-  const auto& bucket = buckets_[bucket_of_[param]];
+at::Tensor Reducer::slot(size_t param) {
+  auto& bucket = buckets_[bucket_of_[param]];
   const auto& p = params_[param].tensor;
+  // An in-place bucket whose gradient could not be used (absent, or not contiguous): storage of
+  // its own for this backward.
+  if (!bucket.flat.defined()) bucket.flat = at::zeros({p.numel()}, p.options());
   return bucket.flat.narrow(0, bucket.offsets[slot_of_[param]], p.numel()).view(p.sizes());
 }
 
@@ -72,9 +85,22 @@ void Reducer::on_gradient_ready(size_t param) {
                 "' has a sparse gradient, which DDP in acc does not reduce; construct the "
                 "embedding with sparse(false)");
   }
+  // Divided on the way into the bucket: one pass over the gradient instead of a copy and then a
+  // division of the whole bucket (the same values: the copy is exact). Sum of (g / world) = mean,
+  // as torch DDP's default hook.
+  auto& bucket = buckets_[bucket_of_[param]];
+  if (bucket.in_place && grad.is_contiguous() && grad.scalar_type() == params_[param].tensor.scalar_type()) {
+    bucket.flat = grad.view({-1});
+    bucket.flat.div_(group_.size());
+    used_[param] = true;
+    mark_ready(param);
+    return;
+  }
   auto destination = slot(param);
-  if (!destination.is_same(grad) && destination.data_ptr() != grad.data_ptr()) {
-    destination.copy_(grad);
+  if (destination.is_same(grad) || destination.data_ptr() == grad.data_ptr()) {
+    destination.div_(group_.size());  // gradient_as_bucket_view: the gradient is the slot
+  } else {
+    at::div_out(destination, grad, group_.size());
   }
   used_[param] = true;
   mark_ready(param);
@@ -90,7 +116,6 @@ void Reducer::launch_ready_buckets() {
   // collectives, whatever order its hooks fire in.
   while (next_to_launch_ < buckets_.size() && buckets_[next_to_launch_].pending == 0) {
     auto& bucket = buckets_[next_to_launch_];
-    bucket.flat.div_(group_.size());  // sum of (g / world) = mean, as torch DDP's default hook
     std::vector<at::Tensor> tensors{bucket.flat};
     c10d::AllreduceOptions options;
     options.timeout = group_.timeout_for(bucket.flat);
@@ -175,7 +200,9 @@ void Reducer::write_back(const std::vector<bool>& globally_used) {
     auto& param = params_[i].tensor;
     auto reduced = slot(i);
     auto& grad = param.mutable_grad();
-    if (options_.gradient_as_bucket_view()) {
+    if (grad.defined() && grad.data_ptr() == reduced.data_ptr()) continue;  // reduced in place
+    if (options_.gradient_as_bucket_view() || buckets_[bucket_of_[i]].in_place) {
+      // An in-place bucket's storage was made for this backward alone and is dropped by reset().
       grad = reduced;
     } else if (grad.defined()) {
       grad.copy_(reduced);
@@ -188,7 +215,10 @@ void Reducer::write_back(const std::vector<bool>& globally_used) {
 void Reducer::reset() {
   std::fill(ready_.begin(), ready_.end(), false);
   std::fill(used_.begin(), used_.end(), false);
-  for (auto& bucket : buckets_) bucket.pending = bucket.members.size();
+  for (auto& bucket : buckets_) {
+    bucket.pending = bucket.members.size();
+    if (bucket.in_place) bucket.flat = at::Tensor();  // the gradient is the user's again
+  }
   next_to_launch_ = 0;
 }
 

@@ -28,14 +28,18 @@ class Reducer : public GradientSync {
 
  private:
   struct Bucket {
-    at::Tensor flat;               // the members' gradients, concatenated
+    // The members' gradients, concatenated. A bucket `in_place` (one large gradient) has no storage
+    // of its own: `flat` is that gradient, reduced where it lies (no copy in, none back), set in
+    // on_gradient_ready and dropped by reset().
+    at::Tensor flat;
+    bool in_place = false;
     std::vector<size_t> members;   // indices into params_
     std::vector<int64_t> offsets;  // element offset of each member in `flat`
     size_t pending = 0;            // members whose gradient is not ready in this backward
     c10::intrusive_ptr<c10d::Work> work;
   };
   void build_buckets();
-  at::Tensor slot(size_t param) const;
+  at::Tensor slot(size_t param);
   void on_gradient_ready(size_t param) override;
   void mark_ready(size_t param);
   void launch_ready_buckets();
