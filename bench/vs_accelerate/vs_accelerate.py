@@ -80,25 +80,9 @@ def build_model(name):
                 layers.append(torch.nn.Tanh())
         return torch.nn.Sequential(*layers)
 
-    class Block(torch.nn.Module):  # bench/device/bf16_step.py's
-        def __init__(self, dim, heads, hidden):
-            super().__init__()
-            self.dim, self.heads = dim, heads
-            self.norm1 = torch.nn.LayerNorm(dim)
-            self.qkv = torch.nn.Linear(dim, 3 * dim, bias=False)
-            self.out = torch.nn.Linear(dim, dim)
-            self.norm2 = torch.nn.LayerNorm(dim)
-            self.up = torch.nn.Linear(dim, hidden)
-            self.down = torch.nn.Linear(hidden, dim)
-
-        def forward(self, x):
-            b, t, _ = x.shape
-            parts = self.qkv(self.norm1(x)).view(b, t, 3, self.heads, self.dim // self.heads).permute(2, 0, 3, 1, 4)
-            scores = parts[0] @ parts[1].transpose(-2, -1) / math.sqrt(self.dim // self.heads)
-            mask = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
-            attended = scores.masked_fill(mask, float("-inf")).softmax(-1) @ parts[2]
-            x = x + self.out(attended.permute(0, 2, 1, 3).reshape(b, t, self.dim))
-            return x + self.down(F.gelu(self.up(self.norm2(x))))
+    # The block of the GPU benchmark (bench/device/bf16_step.py), which vs_accelerate.cpp mirrors.
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "device"))
+    from bf16_step import Block
 
     class Lm(torch.nn.Module):
         def __init__(self):
