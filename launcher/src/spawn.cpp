@@ -46,7 +46,10 @@ SpawnResult spawn(const SpawnRequest& request) {
     ::close(status_pipe[0]);
     if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail_in_child(status_pipe[1]);
     if (::getppid() != parent) ::_exit(128 + SIGKILL);  // the launcher died before prctl took effect
-    ::setpgid(0, 0);
+    // A session of its own (which is also a process group of its own, signalled as one), as torchrun
+    // does: where the kernel shares CPU time by session (autogroup), each rank gets its own share
+    // instead of all ranks sharing the launcher's one against everything else on the machine.
+    ::setsid();
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -60,8 +63,9 @@ SpawnResult spawn(const SpawnRequest& request) {
     fail_in_child(status_pipe[1]);
   }
 
-  // Also set the group from the parent: whichever runs first, the group exists before anyone signals it.
-  ::setpgid(pid, pid);
+  // The group exists before anyone signals it: the child calls setsid() before exec, and this
+  // function returns only after exec (or its failure). Setting it from here too would race: setsid()
+  // fails in a process that already leads a group.
   ::close(status_pipe[1]);
   SpawnResult result{pid, 0};
   // Blocks until exec succeeds (the close-on-exec pipe closes: read returns 0) or fails (the errno).

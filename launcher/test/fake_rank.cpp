@@ -7,6 +7,7 @@
 //   ignore-term              ignore SIGTERM (a rank that needs SIGKILL)
 //   trap DIR                 on SIGINT/SIGTERM write DIR/rank_R.signal with the signal's name, exit 0
 //   pidfile DIR              write DIR/rank_R.pid
+//   session                  print SESSION_LEADER=yes when this process leads a session of its own
 //   fail-first-attempt CODE  exit CODE when TORCHELASTIC_RESTART_COUNT is 0
 //   rendezvous               rank 0 listens on MASTER_ADDR:MASTER_PORT, the others connect and send their
 //                            rank; rank 0 prints the ranks it met (the static rendezvous the runtime uses)
@@ -103,7 +104,7 @@ int main(int argc, char** argv) {
       const int only = std::atoi(command.substr(1, colon - 1).c_str());
       command = command.substr(colon + 1);
       if (only != g_rank) {
-        if (command != "ignore-term" && command != "rendezvous") ++i;  // skip the argument too
+        if (command != "ignore-term" && command != "rendezvous" && command != "session") ++i;  // skip the argument too
         continue;
       }
     }
@@ -115,6 +116,9 @@ int main(int argc, char** argv) {
     } else if (command == "env") {
       const char* v = std::getenv(argv[++i]);
       std::printf("%s=%s\n", argv[i], v ? v : "<unset>");
+      std::fflush(stdout);
+    } else if (command == "session") {
+      std::printf("SESSION_LEADER=%s\n", ::getsid(0) == ::getpid() ? "yes" : "no");
       std::fflush(stdout);
     } else if (command == "exit") {
       return std::atoi(argv[++i]);

@@ -232,6 +232,14 @@ TEST(AccLaunch, RanksGetTheirEnvironmentAndBothFlagSpellingsWork) {
   EXPECT_THAT(f.out, Not(HasSubstr("MASTER_PORT=0")));
 }
 
+TEST(AccLaunch, EachRankLeadsASessionOfItsOwn) {
+  // As under torchrun: with autogroup scheduling, a session is what gets a fair share of the CPUs.
+  const Finished f = run(launch({"-n", "2", "--main_process_port", "0", FAKE_RANK, "session"}), clean());
+  ASSERT_EQ(f.exit_code, 0) << f.err;
+  EXPECT_THAT(f.out, HasSubstr("[rank0]: SESSION_LEADER=yes\n"));
+  EXPECT_THAT(f.out, HasSubstr("[rank1]: SESSION_LEADER=yes\n"));
+}
+
 TEST(AccLaunch, OutputIsWholeLinesOnTheRightStream) {
   const Finished f = run(launch({"-n", "2", "--main_process_port", "0", FAKE_RANK, "say", "out line", "err", "err line"}), clean());
   ASSERT_EQ(f.exit_code, 0);

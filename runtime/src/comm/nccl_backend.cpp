@@ -1,6 +1,6 @@
 // libacc_cuda.so's NCCL backend: the only translation unit that sees NCCL's headers, and the only
 // one that links libtorch_cuda. It registers itself with libacc when libacc loads it
-// (core/cuda_support.cpp); CPU processes never load it.
+// (comm/cuda_support.cpp); CPU processes never load it.
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 
 #include "comm/process_group.h"

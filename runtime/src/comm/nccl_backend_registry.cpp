@@ -2,7 +2,7 @@
 #include <acc/errors.h>
 
 #include "comm/process_group.h"
-#include "core/cuda_support.h"
+#include "comm/cuda_support.h"
 
 namespace acc::detail {
 namespace {

@@ -25,7 +25,7 @@ c10::intrusive_ptr<c10d::Backend> make_gloo_backend(const c10::intrusive_ptr<c10
                                                     const std::string& master_addr);
 
 // NCCL is in libacc_cuda.so (nccl_backend.cpp), which registers its factory when it is loaded
-// (core/cuda_support.h). Without it, make_nccl_backend throws, saying why it was not loaded.
+// (comm/cuda_support.h). Without it, make_nccl_backend throws, saying why it was not loaded.
 using NcclBackendFactory = c10::intrusive_ptr<c10d::Backend> (*)(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, Milliseconds timeout);
 void register_nccl_backend(NcclBackendFactory factory);

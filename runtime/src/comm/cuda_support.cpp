@@ -1,4 +1,4 @@
-#include "core/cuda_support.h"
+#include "comm/cuda_support.h"
 
 #include <acc/environment.h>
 #include <acc/options.h>
