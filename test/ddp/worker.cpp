@@ -170,17 +170,19 @@ void no_sync(const std::vector<std::string>&) {
   std::cout << "ok" << std::endl;
 }
 
+// head_b's weight is 4 MiB: all-reduced in place where it has a gradient (rank 0) and from storage
+// of the reducer's own where it has none (rank 1, find_unused_parameters).
 struct HeadsImpl : torch::nn::Module {
   HeadsImpl() {
     trunk = register_module("trunk", torch::nn::Linear(4, 4));
     head_a = register_module("head_a", torch::nn::Linear(4, 1));
-    head_b = register_module("head_b", torch::nn::Linear(4, 1));
+    head_b = register_module("head_b", torch::nn::Linear(4, 262144));
     head_c = register_module("head_c", torch::nn::Linear(4, 1));
   }
   torch::Tensor forward(const torch::Tensor& x, bool use_b) {
     auto h = trunk->forward(x);
     auto out = head_a->forward(h);
-    return use_b ? out + head_b->forward(h) : out;
+    return use_b ? out + head_b->forward(h).sum(-1, /*keepdim=*/true) : out;
   }
   torch::nn::Linear trunk{nullptr}, head_a{nullptr}, head_b{nullptr}, head_c{nullptr};
 };

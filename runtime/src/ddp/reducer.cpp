@@ -201,13 +201,13 @@ void Reducer::write_back(const std::vector<bool>& globally_used) {
     auto reduced = slot(i);
     auto& grad = param.mutable_grad();
     if (grad.defined() && grad.data_ptr() == reduced.data_ptr()) continue;  // reduced in place
-    if (options_.gradient_as_bucket_view() || buckets_[bucket_of_[i]].in_place) {
-      // An in-place bucket's storage was made for this backward alone and is dropped by reset().
+    if (options_.gradient_as_bucket_view()) {
       grad = reduced;
     } else if (grad.defined()) {
-      grad.copy_(reduced);
+      grad.copy_(reduced);  // the user's gradient tensor stays the same object
     } else {
-      grad = reduced.clone();
+      // An in-place bucket's own storage was made for this backward alone (reset() drops it).
+      grad = buckets_[bucket_of_[i]].in_place ? reduced : reduced.clone();
     }
   }
 }
