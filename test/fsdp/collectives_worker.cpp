@@ -67,7 +67,8 @@ void agree() {
   std::vector<Case> cases;
   int id = 0;
   for (auto dtype : {at::kFloat, at::kDouble, at::kLong, at::kBFloat16}) {
-    for (int64_t per_rank : {0, 1, 1000, 5003}) cases.push_back({id++, per_rank * world, dtype, {}, {}, {}, {}, {}});
+    // 700001 per rank: several of the ring's 1 MiB segments and a partial one, in every dtype.
+    for (int64_t per_rank : {0, 1, 1000, 5003, 700001}) cases.push_back({id++, per_rank * world, dtype, {}, {}, {}, {}, {}});
   }
   const auto before = group.num_collectives();
   for (auto& c : cases) {

@@ -196,7 +196,8 @@ class Rings : public ::testing::TestWithParam<int> {};
 
 std::string collectives_worker() { return acc::testing::executable_dir() + "/acc_fsdp_collectives_worker"; }
 
-// Reduce-scatter and all-gather in 4 dtypes and 4 sizes (empty too), all launched before any is
+// Reduce-scatter and all-gather in 4 dtypes and 5 sizes (empty too; the largest spans several of the
+// ring's segments), all launched before any is
 // waited for, equal Gloo's all-reduce and every rank's chunks exactly (integer data); random
 // floats to 1e-5.
 TEST_P(Rings, AgreeWithGloo) {

@@ -45,20 +45,23 @@ class RingCollectives {
   class Job;
   c10::intrusive_ptr<c10d::Work> launch(std::function<void()> body);
   void serve();
-  /// Sends `outgoing` to the next rank and receives `incoming` from the previous one.
-  void exchange(const at::Tensor& outgoing, const at::Tensor& incoming);
+  /// Sends `outgoing` to the next rank and receives `incoming` from the previous one, in segments
+  /// all posted at once; `arrived(offset, length)` runs as each segment of `incoming` lands, so that
+  /// reducing one segment overlaps the transfer of the next.
+  void exchange(const at::Tensor& outgoing, const at::Tensor& incoming,
+                const std::function<void(int64_t, int64_t)>& arrived = nullptr);
   at::Tensor scratch(int64_t numel, const at::TensorOptions& options);
 
   c10d::Backend& backend_;
   const int rank_;
   const int size_;
   const std::chrono::milliseconds timeout_;
-  int next_tag_ = 0;          // the same sequence on every rank: one tag per exchange
+  int next_tag_ = 0;          // the same sequence on every rank: one tag per segment
   at::Tensor scratch_;        // the reduce-scatter's receive buffer, reused
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<c10::intrusive_ptr<Job>> queue_;
-  std::vector<c10::intrusive_ptr<c10d::Work>> in_flight_;  // the exchange's send and receive
+  std::vector<c10::intrusive_ptr<c10d::Work>> in_flight_;  // the exchange's sends and receives
   std::exception_ptr broken_;  // a failed ring leaves the others unmatched: later ones fail at once
   bool stopping_ = false;
   std::thread thread_;  // last: started once everything above exists
