@@ -78,7 +78,8 @@ int run_rank(int steps, bool big) {
   int64_t numel = 0;
   for (auto& p : variants["compute"].model->parameters()) numel += p.numel();
   auto gradients = torch::randn({numel});  // one step's gradient bytes, for the comm-only timings
-  auto time_comm = [&](const std::function<void()>& body) {
+  // Every timed piece starts on all ranks together.
+  auto timed = [&](const std::function<void()>& body) {
     accelerator.wait_for_everyone();
     auto start = std::chrono::steady_clock::now();
     body();
@@ -116,22 +117,20 @@ int run_rank(int steps, bool big) {
   };
 
   auto step = [&](Variant& v) {
-    accelerator.wait_for_everyone();  // start every timed step together
-    auto start = std::chrono::steady_clock::now();
-    v.optimizer->zero_grad();
-    auto loss = v.model->forward(x).pow(2).mean();
-    loss.backward();
-    v.after_backward();
-    v.optimizer->step();
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    return timed([&] {
+      v.optimizer->zero_grad();
+      v.model->forward(x).pow(2).mean().backward();
+      v.after_backward();
+      v.optimizer->step();
+    });
   };
   for (int warmup = 0; warmup < (big ? 2 : 5); ++warmup) {
     for (const auto& name : names) step(variants[name]);
-    for (auto& [name, body] : comm) time_comm(body);
+    for (auto& [name, body] : comm) timed(body);
   }
   for (int i = 0; i < steps; ++i) {  // interleaved so that machine noise hits every variant alike
     for (const auto& name : names) variants[name].times.push_back(step(variants[name]));
-    for (auto& [name, body] : comm) comm_times[name].push_back(time_comm(body));
+    for (auto& [name, body] : comm) comm_times[name].push_back(timed(body));
   }
 
   if (accelerator.is_main_process()) {

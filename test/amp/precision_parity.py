@@ -107,12 +107,21 @@ def run(command, env):
         sys.exit(1)
 
 
+def worst_relative(a, b):
+    return float(np.max(np.abs(a - b) / np.maximum(np.abs(b), 1e-3))) if a.size else 0.0
+
+
+def first_difference(a, b):
+    """The first index where a and b are not bit-identical, or None."""
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+
+
 def compare(name, a, b, tolerance):
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     if a.shape != b.shape:
         print(f"FAIL {name}: shapes differ {a.shape} vs {b.shape}")
         return False
-    worst = float(np.max(np.abs(a - b) / np.maximum(np.abs(b), 1e-3))) if a.size else 0.0
+    worst = worst_relative(a, b)
     ok = worst <= tolerance
     print(f"{'ok' if ok else 'FAIL'} {name}: {a.size} values, worst relative difference {worst:.2e} "
           f"(tolerance {tolerance:g})")
@@ -155,15 +164,14 @@ def main(acc_binary):
             ok &= compare(f"bf16 on 3-d inputs through torch::linear: per-batch losses, rank {rank} (bit for bit)",
                           table("acc", "bf16_linear", rank)[:, 0], reference, 0.0)
             module = table("acc", "bf16_module", rank)[:, 0]
-            first = next((i for i, (a, b) in enumerate(zip(module, reference)) if a != b), None)
-            worst = float(np.max(np.abs(module - reference) / np.maximum(np.abs(reference), 1e-3)))
             print(f"info bf16 on 3-d inputs through torch::nn::Linear's forward, rank {rank}: worst relative "
-                  f"difference {worst:.2e}, first differing batch {first} (not asserted)")
+                  f"difference {worst_relative(module, reference):.2e}, first differing batch "
+                  f"{first_difference(module, reference)} (not asserted)")
         for rank in (0, 1):
             ours, theirs = table("acc", "adam", rank)[:, 0], table("accelerate", "adam", rank)[:, 0]
             ok &= compare(f"adam: per-batch losses, rank {rank}", ours, theirs, 1e-4)
-            first = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), None)
-            print(f"info adam, rank {rank}: losses bit-identical up to batch {first} of {len(ours)} (libtorch's "
+            print(f"info adam, rank {rank}: losses bit-identical up to batch {first_difference(ours, theirs)} "
+                  f"of {len(ours)} (libtorch's "
                   f"mul_/add_ against Python's lerp_; not asserted)")
         ok &= compare("bf16 on 3-d inputs through torch::linear: final weights (bit for bit)",
                       weights("acc", "bf16_linear"), weights("accelerate", "bf16_seq"), 0.0)

@@ -85,20 +85,15 @@ void Reducer::on_gradient_ready(size_t param) {
                 "' has a sparse gradient, which DDP in acc does not reduce; construct the "
                 "embedding with sparse(false)");
   }
-  // Divided on the way into the bucket: one pass over the gradient instead of a copy and then a
-  // division of the whole bucket (the same values: the copy is exact). Sum of (g / world) = mean,
-  // as torch DDP's default hook.
+  // A large gradient is its bucket (reduced where it lies); otherwise it goes into its slot. Either
+  // way it is divided on the way: one pass, sum of (g / world) = mean, as torch DDP's default hook.
   auto& bucket = buckets_[bucket_of_[param]];
   if (bucket.in_place && grad.is_contiguous() && grad.scalar_type() == params_[param].tensor.scalar_type()) {
     bucket.flat = grad.view({-1});
-    bucket.flat.div_(group_.size());
-    used_[param] = true;
-    mark_ready(param);
-    return;
   }
   auto destination = slot(param);
-  if (destination.is_same(grad) || destination.data_ptr() == grad.data_ptr()) {
-    destination.div_(group_.size());  // gradient_as_bucket_view: the gradient is the slot
+  if (destination.data_ptr() == grad.data_ptr()) {
+    destination.div_(group_.size());  // in place, or gradient_as_bucket_view: the gradient is the slot
   } else {
     at::div_out(destination, grad, group_.size());
   }
