@@ -4,7 +4,8 @@
 // runs it so on CPU, which keeps the program and its output honest between GPU loans).
 //
 //   acc_device_checks [check...]       the one-process checks (all, or those named)
-//   acc_device_checks ddp|fsdp_offload one rank of the two-rank run scripts/device-check starts on
+//   acc_device_checks ddp|fsdp_offload|nccl_shared_gpu
+//                                      one rank of the two-rank runs scripts/device-check starts on
 //                                      one GPU (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT set)
 #include <torch/cuda.h>
 #include <torch/data/samplers/sequential.h>
@@ -101,7 +102,7 @@ std::string nccl_one_rank() {
   acc::LaunchInfo launch;
   launch.launcher = "env";
   launch.master_port = 0;  // one rank: any free port
-  acc::detail::ProcessGroup group(launch, /*use_cuda=*/true, std::chrono::seconds(60));
+  acc::detail::ProcessGroup group(launch, acc::detail::CudaCollectives::kNccl, std::chrono::seconds(60));
   const auto cuda = torch::TensorOptions().device(torch::kCUDA);
   auto x = torch::arange(8, cuda.dtype(torch::kFloat));
   const auto expected = x.clone();
@@ -232,11 +233,30 @@ std::string big_model_dispatch() {
          " GiB free; 8 layers over cuda:0/cpu/disk equal the all-GPU model bit for bit";
 }
 
-// One rank of a two-rank run on one GPU: DDP, or FSDP FULL_SHARD with offload_params. The ranks'
-// model must equal one process trained on the global batch.
+// One rank of a two-rank run on one GPU. NCCL cannot put two ranks on one GPU: with the default
+// backend the Accelerator must refuse at once, naming both ranks and the fix.
+int nccl_shared_gpu_rank() {
+  const char* rank = std::getenv("RANK") ? std::getenv("RANK") : "?";
+  try {
+    acc::Accelerator accelerator(acc::AcceleratorOptions().timeout(std::chrono::seconds(60)));
+    std::printf("FAIL nccl_shared_gpu (rank %s): two ranks on one GPU started NCCL on %s\n", rank,
+                accelerator.device().str().c_str());
+    return 1;
+  } catch (const acc::DistributedError& error) {
+    const std::string text = acc::detail::error_text(error);
+    const bool named = text.find("ranks 0 (cuda:0) and 1 (cuda:0) share GPU-") != std::string::npos &&
+                       text.find("backend(\"gloo\")") != std::string::npos;
+    std::printf("%s nccl_shared_gpu (rank %s): %s\n", named ? "PASS" : "FAIL", rank, text.c_str());
+    return named ? 0 : 1;
+  }
+}
+
+// One rank of a two-rank run on one GPU through Gloo's CUDA path: DDP, or FSDP FULL_SHARD with
+// offload_params. The ranks' model must equal one process trained on the global batch.
 int distributed_rank(const std::string& mode) {
+  if (mode == "nccl_shared_gpu") return nccl_shared_gpu_rank();
   acc::AcceleratorOptions options;
-  options.timeout(std::chrono::seconds(60));
+  options.timeout(std::chrono::seconds(60)).backend("gloo");
   if (mode == "fsdp_offload") {
     options.fsdp_plugin(acc::FullyShardedDataParallelPlugin()
                             .sharding_strategy(acc::ShardingStrategy::FULL_SHARD)
@@ -292,12 +312,14 @@ int main(int argc, char** argv) {
       {"pinned_loader", pinned_loader},   {"cuda_rng_state", cuda_rng_state},
       {"big_model_dispatch", big_model_dispatch}};
   std::vector<std::string> wanted(argv + 1, argv + argc);
-  if (wanted.size() == 1 && (wanted[0] == "ddp" || wanted[0] == "fsdp_offload")) return distributed_rank(wanted[0]);
+  if (wanted.size() == 1 && (wanted[0] == "ddp" || wanted[0] == "fsdp_offload" || wanted[0] == "nccl_shared_gpu")) {
+    return distributed_rank(wanted[0]);
+  }
   for (const auto& name : wanted) {
     if (std::none_of(checks.begin(), checks.end(), [&](const auto& check) { return check.first == name; })) {
       std::fprintf(stderr, "acc_device_checks: no check '%s'; the checks:", name.c_str());
       for (const auto& check : checks) std::fprintf(stderr, " %s", check.first.c_str());
-      std::fprintf(stderr, " (or ddp, fsdp_offload: one rank of a two-rank run)\n");
+      std::fprintf(stderr, " (or ddp, fsdp_offload, nccl_shared_gpu: one rank of a two-rank run)\n");
       return 2;
     }
   }

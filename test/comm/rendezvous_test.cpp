@@ -113,6 +113,18 @@ TEST(Rendezvous, AWrongSecretIsNamedAtOnce) {
   EXPECT_LT(failed_after_ms(wrong.ranks[0].output), 6000) << "named, not timed out\n" << wrong.describe();
 }
 
+// NCCL's one GPU per rank, on made-up GPUs: every rank names the ranks that share one and the fix,
+// although rank 0 takes the store down as soon as it has raised the error.
+TEST(Rendezvous, RanksSharingAGpuUnderNcclAllRaiseTheSameError) {
+  auto result = spawn_ranks(worker(), {"20000", "shared_gpu"}, 3, seconds(60));
+  ASSERT_TRUE(result.all_succeeded()) << result.describe();
+  for (const auto& rank : result.ranks) {
+    EXPECT_THAT(rank.output, HasSubstr("SHARED: acc: NCCL needs a GPU of its own for each rank, and ranks 0 "
+                                       "(cuda:0) and 2 (cuda:0) share GPU-0 on host 'node'. ")) << rank.output;
+    EXPECT_THAT(rank.output, HasSubstr("AcceleratorOptions().backend(\"gloo\")")) << rank.output;
+  }
+}
+
 TEST(Rendezvous, StoreListensOnLoopbackOnly) {
   auto result = spawn_ranks(worker(), {"20000", "loopback"}, 2, seconds(60));
   EXPECT_TRUE(result.all_succeeded()) << result.describe();

@@ -6,6 +6,9 @@
 //   loopback    (rank 0) the store's port listens on 127.0.0.1 only, per /proc/net/tcp{,6};
 //   gated       (rank 0, with ACC_STORE_SECRET) a plain TCPStore client at MASTER_PORT, without the
 //               secret, cannot read the job's keys;
+//   shared_gpu  NCCL's one-GPU-per-rank check on made-up GPUs (ranks r and r+2 share GPU-(r%2)); rank 0
+//               comes last and then drops the store at once, as a process group that failed to start
+//               does: every rank must still print the same error ("SHARED: ...").
 //   hold MS     stays in the job MS milliseconds more (another job's rank tries to join meanwhile).
 // Prints "OK ..." and exits 0, or "FAIL: ..." and exits 1; a failed rendezvous prints
 // "RENDEZVOUS FAILED after N ms: <message>" and exits 2.
@@ -23,6 +26,10 @@
 
 #include <acc/accelerator.h>
 #include <acc/collectives.h>
+#include <acc/errors.h>
+#include <acc/state.h>
+
+#include "comm/gpu_per_rank.h"
 
 namespace {
 
@@ -100,6 +107,21 @@ int main(int argc, char** argv) {
       }
     }
     accelerator->wait_for_everyone();
+  } else if (scenario == "shared_gpu") {
+    if (rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    try {
+      acc::detail::check_one_gpu_per_rank(*accelerator->state().process_group(),
+                                          {"node", "GPU-" + std::to_string(rank % 2), rank % 2});
+      return fail("ranks sharing a GPU passed the check");
+    } catch (const acc::DistributedError& e) {
+      std::cout << "SHARED: " << e.what() << std::endl;
+    }
+    if (rank == 0) {
+      accelerator.reset();
+      acc::PartialState::destroy();
+    }
+    std::cout << "OK " << scenario << " rank " << rank << " of " << size << std::endl;
+    return 0;
   } else {
     return fail("unknown scenario " + scenario);
   }

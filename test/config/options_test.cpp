@@ -101,6 +101,22 @@ TEST(Options, BucketSizesMustBePositive) {
                acc::ConfigError);
 }
 
+TEST(Options, BackendIsNcclOrGloo) {
+  EXPECT_EQ(resolve_options(AcceleratorOptions().environment(fake_env({}))).backend, std::nullopt);
+  EXPECT_EQ(resolve_options(AcceleratorOptions().backend("gloo")).backend, "gloo");
+  EXPECT_EQ(resolve_options(AcceleratorOptions().backend("nccl")).backend, "nccl");
+  for (const char* bad : {"mpi", "NCCL", ""}) {
+    try {
+      resolve_options(AcceleratorOptions().backend(bad));
+      ADD_FAILURE() << "backend(\"" << bad << "\") was accepted";
+    } catch (const acc::ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("backend(\"") + bad + "\") is not a backend acc runs on; "
+                                           "use \"nccl\""),
+                std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Options, EnumNames) {
   EXPECT_EQ(acc::to_string(MixedPrecision::BF16), "bf16");
   EXPECT_EQ(acc::to_string(acc::DistributedType::MULTI_CPU), "MULTI_CPU");

@@ -31,6 +31,18 @@ TEST(Accelerator, SingleProcessProperties) {
   accelerator.wait_for_everyone();
 }
 
+TEST(Accelerator, NcclOnCpuIsAConfigErrorAndGlooIsFine) {
+  try {
+    acc::Accelerator accelerator(single_process().cpu(true).backend("nccl"));
+    ADD_FAILURE() << "backend(\"nccl\") was accepted on CPU";
+  } catch (const acc::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("backend(\"nccl\") needs CUDA, and this process runs on cpu"),
+              std::string::npos) << e.what();
+  }
+  acc::Accelerator accelerator(single_process().cpu(true).backend("gloo"));
+  EXPECT_EQ(accelerator.device(), torch::Device(torch::kCPU));
+}
+
 struct NetImpl : torch::nn::Module {
   NetImpl() : fc(register_module("fc", torch::nn::Linear(3, 2))) {}
   torch::Tensor forward(const torch::Tensor& x) { return fc->forward(x); }

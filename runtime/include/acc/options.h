@@ -89,6 +89,10 @@ struct AcceleratorOptions {
   TORCH_ARG(std::optional<FullyShardedDataParallelPlugin>, fsdp_plugin);
   /// Where save_state writes and how checkpoints are named (Accelerate's project_config).
   TORCH_ARG(ProjectConfiguration, project_config) = {};
+  /// The backend of CUDA tensors' collectives (Accelerate's InitProcessGroupKwargs.backend): "nccl",
+  /// the default on a GPU, needs a GPU of its own for each rank; "gloo" lets ranks share a GPU
+  /// (CUDA tensors travel through host memory: slower). CPU tensors always go through Gloo.
+  TORCH_ARG(std::optional<std::string>, backend);
   /// Deadline of every collective and of the rendezvous; default 1800 s (Gloo) / 600 s (NCCL).
   TORCH_ARG(std::optional<std::chrono::milliseconds>, timeout);
   /// Trackers that init_trackers() starts and log() feeds: "tensorboard", "jsonl", "csv",
@@ -106,6 +110,7 @@ struct ResolvedOptions {
   bool use_fsdp = false;
   ResolvedFsdpPlugin fsdp;  // meaningful when use_fsdp
   std::optional<std::string> torch_device;  // ACCELERATE_TORCH_DEVICE
+  std::optional<std::string> backend;       // "nccl" or "gloo" when given
 };
 
 /// Applies argument > environment > default. Throws ConfigError naming the bad variable.

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "comm/gpu_per_rank.h"
 #include "comm/rendezvous.h"
 #include "comm/ring_collectives.h"
 
@@ -25,36 +26,39 @@ std::string seconds_text(Milliseconds timeout) {
   return ms % 1000 == 0 ? std::to_string(ms / 1000) + " s" : std::to_string(ms) + " ms";
 }
 
-ProcessGroup::ProcessGroup(const LaunchInfo& launch, bool use_cuda,
+ProcessGroup::ProcessGroup(const LaunchInfo& launch, CudaCollectives cuda,
                            std::optional<Milliseconds> timeout)
     : rank_(launch.rank),
       size_(launch.world_size),
+      cuda_(cuda),
       gloo_timeout_(timeout.value_or(kDefaultGlooTimeout)),
       nccl_timeout_(timeout.value_or(kDefaultNcclTimeout)),
       master_addr_(launch.master_addr) {
-  JoinedStore joined = rendezvous(launch, use_cuda ? nccl_timeout_ : gloo_timeout_);
+  JoinedStore joined = rendezvous(launch, cuda_ == CudaCollectives::kNccl ? nccl_timeout_ : gloo_timeout_);
   store_access_ = std::move(joined.access);
   store_ = std::move(joined.store);
-  create_backends(use_cuda);
+  if (cuda_ == CudaCollectives::kNccl) check_one_gpu_per_rank(*this, this_rank_gpu());  // subgroups inherit it
+  create_backends();
 }
 
 ProcessGroup::ProcessGroup(const ProcessGroup& parent, int rank, int size,
                            c10::intrusive_ptr<c10d::Store> store)
     : rank_(rank),
       size_(size),
+      cuda_(parent.cuda_),
       gloo_timeout_(parent.gloo_timeout_),
       nccl_timeout_(parent.nccl_timeout_),
       master_addr_(parent.master_addr_),
       store_access_(parent.store_access_),
       store_(std::move(store)) {
-  create_backends(parent.nccl_ != nullptr);
+  create_backends();
 }
 
-void ProcessGroup::create_backends(bool use_cuda) {
+void ProcessGroup::create_backends() {
   try {
     gloo_ = make_gloo_backend(c10::make_intrusive<c10d::PrefixStore>("acc/gloo", store_), rank_,
                               size_, gloo_timeout_, master_addr_);
-    if (use_cuda) {
+    if (cuda_ == CudaCollectives::kNccl) {
       nccl_ = make_nccl_backend(c10::make_intrusive<c10d::PrefixStore>("acc/nccl", store_), rank_,
                                 size_, nccl_timeout_);
     }
@@ -80,19 +84,22 @@ std::unique_ptr<ProcessGroup> ProcessGroup::subgroup(const std::vector<int>& ran
 ProcessGroup::~ProcessGroup() = default;
 
 c10d::Backend& ProcessGroup::backend_for(const at::Tensor& like) {
-  if (like.is_cuda()) {
-    if (!nccl_) {
-      throw DistributedError(
-          "acc: a CUDA tensor reached a collective, but this process group was created for CPU "
-          "(cpu=true or no GPU); keep tensors on accelerator.device()");
-    }
-    return *nccl_;
+  if (!like.is_cuda()) return *gloo_;
+  switch (cuda_) {
+    case CudaCollectives::kNccl:
+      return *nccl_;
+    case CudaCollectives::kGloo:
+      return *gloo_;
+    case CudaCollectives::kNone:
+      break;
   }
-  return *gloo_;
+  throw DistributedError(
+      "acc: a CUDA tensor reached a collective, but this process group was created for CPU "
+      "(cpu=true or no GPU); keep tensors on accelerator.device()");
 }
 
 Milliseconds ProcessGroup::timeout_for(const at::Tensor& like) const {
-  return like.is_cuda() ? nccl_timeout_ : gloo_timeout_;
+  return like.is_cuda() && cuda_ == CudaCollectives::kNccl ? nccl_timeout_ : gloo_timeout_;
 }
 
 void ProcessGroup::fail(const std::string& what, Milliseconds timeout,
@@ -191,7 +198,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::reduce_scatter_flat(const at::Tenso
   if (input.is_cuda()) {
     c10d::ReduceScatterOptions options;
     options.reduceOp = c10d::ReduceOp::SUM;
-    options.timeout = nccl_timeout_;
+    options.timeout = timeout_for(input);
     auto out = output;
     auto in = input;
     return launched(backend_for(input)._reduce_scatter_base(out, in, options));
@@ -202,7 +209,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::reduce_scatter_flat(const at::Tenso
 c10::intrusive_ptr<c10d::Work> ProcessGroup::all_gather_flat(const at::Tensor& flat) {
   if (flat.is_cuda()) {
     c10d::AllgatherOptions options;
-    options.timeout = nccl_timeout_;
+    options.timeout = timeout_for(flat);
     auto out = flat;
     // A copy of this rank's chunk as the input: NCCL documents the in-place case, but it has not
     // run on a GPU here.

@@ -1,6 +1,6 @@
 #pragma once
 // The process group acc runs on: a TCPStore rendezvous served by rank 0, Gloo for CPU tensors and
-// NCCL for CUDA tensors. Every blocking call has a deadline and turns failures into
+// NCCL (or, when asked, Gloo) for CUDA tensors. Every blocking call has a deadline and turns failures into
 // acc::DistributedError naming the operation, the rank and the timeout.
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -24,13 +24,25 @@ c10::intrusive_ptr<c10d::Backend> make_gloo_backend(const c10::intrusive_ptr<c10
                                                     int rank, int size, Milliseconds timeout,
                                                     const std::string& master_addr);
 
-// NCCL is in libacc_cuda.so (nccl_backend.cpp), which registers its factory when it is loaded
-// (comm/cuda_support.h). Without it, make_nccl_backend throws, saying why it was not loaded.
-using NcclBackendFactory = c10::intrusive_ptr<c10d::Backend> (*)(
-    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, Milliseconds timeout);
-void register_nccl_backend(NcclBackendFactory factory);
+// NCCL and the CUDA queries are in libacc_cuda.so (cuda_module.cpp), which registers them when it is
+// loaded (comm/cuda_support.h). Without it, the functions below throw, saying why it was not loaded.
+struct CudaModule {
+  c10::intrusive_ptr<c10d::Backend> (*make_nccl)(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                                 int size, Milliseconds timeout);
+  std::string (*gpu_uuid)(int device_index);
+};
+void register_cuda_module(const CudaModule& module);
 c10::intrusive_ptr<c10d::Backend> make_nccl_backend(const c10::intrusive_ptr<c10d::Store>& store,
                                                     int rank, int size, Milliseconds timeout);
+/// "GPU-xxxxxxxx-...", as nvidia-smi -L: the same for one physical GPU in every process.
+std::string gpu_uuid(int device_index);
+
+/// Which backend carries CUDA tensors. CPU tensors always go through Gloo.
+enum class CudaCollectives {
+  kNone,  // a CPU process: a CUDA tensor in a collective is an error
+  kNccl,  // one GPU per rank (checked when the group starts)
+  kGloo,  // Gloo's CUDA path (through host memory): ranks may share a GPU
+};
 
 /// Gloo has no 600 s default of its own; these are Accelerate's (InitProcessGroupKwargs).
 constexpr Milliseconds kDefaultGlooTimeout{1800 * 1000};
@@ -38,8 +50,9 @@ constexpr Milliseconds kDefaultNcclTimeout{600 * 1000};
 
 class ProcessGroup {
  public:
-  /// Joins the rendezvous described by `launch`. `use_cuda` also creates the NCCL backend.
-  ProcessGroup(const LaunchInfo& launch, bool use_cuda, std::optional<Milliseconds> timeout);
+  /// Joins the rendezvous described by `launch`. With kNccl it also checks that no two ranks share
+  /// a GPU (this process's is the current CUDA device) and creates the NCCL backend.
+  ProcessGroup(const LaunchInfo& launch, CudaCollectives cuda, std::optional<Milliseconds> timeout);
   ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
@@ -52,7 +65,7 @@ class ProcessGroup {
   int size() const { return size_; }
   c10d::Store& store() { return *store_; }
 
-  /// The backend that moves tensors like `like` (NCCL for CUDA tensors, else Gloo).
+  /// The backend that moves tensors like `like` (for CUDA tensors: NCCL unless Gloo was asked for).
   c10d::Backend& backend_for(const at::Tensor& like);
   Milliseconds timeout_for(const at::Tensor& like) const;
 
@@ -75,7 +88,7 @@ class ProcessGroup {
   /// Flat collectives over size() equal chunks of a 1-D buffer, launched without waiting, in the
   /// order called (the same on every rank). CPU buffers go round rings of send/recv on this
   /// group's ring thread (ring_collectives.h: Gloo's own versions copy and all-reduce the whole
-  /// buffer), CUDA buffers to NCCL.
+  /// buffer), CUDA buffers to backend_for().
   /// `output` = this rank's chunk of the SUM of every rank's `input`; `input` may be overwritten.
   c10::intrusive_ptr<c10d::Work> reduce_scatter_flat(const at::Tensor& output, const at::Tensor& input);
   /// Every chunk of `flat` from its owner; chunk rank() already holds this rank's.
@@ -92,7 +105,7 @@ class ProcessGroup {
 
  private:
   ProcessGroup(const ProcessGroup& parent, int rank, int size, c10::intrusive_ptr<c10d::Store> store);
-  void create_backends(bool use_cuda);
+  void create_backends();
   RingCollectives& ring();  // started by the first flat CPU collective
   /// After a failed collective: "; rank 2 did not take part: ..." naming the peers that did not fail
   /// in it too, or "" when all did.
@@ -100,6 +113,7 @@ class ProcessGroup {
 
   int rank_;
   int size_;
+  CudaCollectives cuda_;
   Milliseconds gloo_timeout_;
   Milliseconds nccl_timeout_;
   uint64_t store_round_ = 0;

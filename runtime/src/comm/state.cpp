@@ -16,6 +16,7 @@ namespace detail {
 struct SharedState {
   LaunchInfo launch;
   c10::Device device{c10::kCPU};
+  CudaCollectives cuda = CudaCollectives::kNone;
   std::optional<Milliseconds> timeout;
   std::unique_ptr<ProcessGroup> group;
 };
@@ -43,6 +44,19 @@ c10::Device choose_device(const LaunchInfo& launch, const ResolvedOptions& resol
   return c10::Device(c10::kCPU);
 }
 
+// NCCL on a GPU unless Gloo is asked for; a CPU process has no CUDA collectives.
+CudaCollectives choose_cuda_collectives(c10::Device device, const ResolvedOptions& resolved) {
+  if (!device.is_cuda()) {
+    if (resolved.backend == "nccl") {
+      throw ConfigError("acc: backend(\"nccl\") needs CUDA, and this process runs on " + device.str() +
+                        " (cpu(true), ACCELERATE_USE_CPU, ACCELERATE_TORCH_DEVICE or no GPU); leave "
+                        "backend unset or pass \"gloo\"");
+    }
+    return CudaCollectives::kNone;
+  }
+  return resolved.backend == "gloo" ? CudaCollectives::kGloo : CudaCollectives::kNccl;
+}
+
 std::shared_ptr<SharedState> create_state(const AcceleratorOptions& options) {
   auto resolved = resolve_options(options);
   auto state = std::make_shared<SharedState>();
@@ -50,13 +64,13 @@ std::shared_ptr<SharedState> create_state(const AcceleratorOptions& options) {
   detail::set_warning_local_rank(state->launch.local_rank);
   state->timeout = options.timeout();
   state->device = choose_device(state->launch, resolved);
+  state->cuda = choose_cuda_collectives(state->device, resolved);
   if (state->device.is_cuda()) {
     // NCCL and CUDA allocations of this rank go to its own GPU.
     c10::impl::getDeviceGuardImpl(c10::kCUDA)->setDevice(state->device);
   }
   if (state->launch.is_distributed()) {
-    state->group = std::make_unique<ProcessGroup>(state->launch, state->device.is_cuda(),
-                                                  state->timeout);
+    state->group = std::make_unique<ProcessGroup>(state->launch, state->cuda, state->timeout);
   }
   return state;
 }
@@ -75,7 +89,16 @@ PartialState::PartialState(const AcceleratorOptions& options) {
     slot = detail::create_state(options);
   } else {
     // Later Accelerators share the first one's device; one that would pick another is an error.
-    auto wanted = detail::choose_device(slot->launch, resolve_options(options));
+    const auto resolved = resolve_options(options);
+    auto wanted = detail::choose_device(slot->launch, resolved);
+    // An unset backend takes the first Accelerator's; a different one given is an error.
+    if (wanted == slot->device && resolved.backend &&
+        detail::choose_cuda_collectives(wanted, resolved) != slot->cuda) {
+      throw ConfigError("acc: this process's collectives already run on " +
+                        std::string(slot->cuda == detail::CudaCollectives::kGloo ? "Gloo" : "NCCL") +
+                        "; a second Accelerator cannot change the backend. Give every Accelerator the "
+                        "same backend option, or call acc::PartialState::destroy() between them");
+    }
     if (wanted != slot->device) {
       throw ConfigError("acc: this process already runs on " + slot->device.str() +
                         "; a second Accelerator cannot move it to " + wanted.str() +

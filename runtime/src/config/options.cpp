@@ -111,6 +111,14 @@ ResolvedOptions resolve_options(const AcceleratorOptions& options) {
     out.fsdp = resolve_fsdp_plugin(options.fsdp_plugin().value_or(FullyShardedDataParallelPlugin()), env);
   }
   if (auto v = env(env::kTorchDevice); v && !v->empty()) out.torch_device = *v;
+  if (const auto& backend = options.backend()) {
+    if (*backend != "nccl" && *backend != "gloo") {
+      throw ConfigError("acc: backend(\"" + *backend + "\") is not a backend acc runs on; use \"nccl\" "
+                        "(CUDA, a GPU of its own for each rank) or \"gloo\" (CPU, or CUDA with ranks "
+                        "sharing GPUs)");
+    }
+    out.backend = backend;
+  }
   return out;
 }
 
