@@ -6,8 +6,11 @@
 //                what Python's nn.Linear calls): bit for bit Accelerate's losses
 //   bf16_module  the same through torch::nn::Linear's forward (matmul, then += bias, on 3-d inputs)
 //   adam         fp32, libtorch's Adam (lr 0.01) instead of SGD
+//   three_ranks  fp32 on 3 processes: DDP's average of gradients rounds as torch DDP's
+//   three_ranks_view  the same with gradient_as_bucket_view and zero_grad(set_to_none=false), so
+//                that from the second step on the gradients are the buckets' views
 // Each rank writes "loss lr" per batch, the dtypes it saw, and rank 0 the final weights.
-//   usage: acc_precision_parity DIR MODE          (run by torchrun for 2 processes)
+//   usage: acc_precision_parity DIR MODE          (run by torchrun for 2 processes, 3 for three_*)
 #include <torch/data/datasets/base.h>
 #include <torch/data/datasets/map.h>
 #include <torch/data/samplers/sequential.h>
@@ -57,7 +60,7 @@ void train(acc::Accelerator& accelerator, torch::nn::Sequential& model, acc::Opt
       accelerator.backward(loss);
       optimizer.step();
       scheduler.step();
-      optimizer.zero_grad();
+      optimizer.zero_grad(/*set_to_none=*/mode != "three_ranks_view");
       char line[64];
       std::snprintf(line, sizeof line, "%.9g %.9g\n", loss.template item<double>(),
                     optimizer.param_groups()[0].options().get_lr());
@@ -78,12 +81,14 @@ void train(acc::Accelerator& accelerator, torch::nn::Sequential& model, acc::Opt
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::cerr << "usage: acc_precision_parity DIR accumulate|bf16|bf16_linear|bf16_module|adam\n";
+    std::cerr << "usage: acc_precision_parity DIR "
+                 "accumulate|bf16|bf16_linear|bf16_module|adam|three_ranks|three_ranks_view\n";
     return 2;
   }
   const std::string dir = argv[1], mode = argv[2];
   auto options = acc::AcceleratorOptions().cpu(true);
   if (mode == "accumulate") options.gradient_accumulation_steps(4);
+  if (mode == "three_ranks_view") options.ddp(acc::DistributedDataParallelKwargs().gradient_as_bucket_view(true));
   const bool sequences = mode == "bf16_linear" || mode == "bf16_module";
   if (mode == "bf16" || sequences) options.mixed_precision(acc::MixedPrecision::BF16);
   acc::Accelerator accelerator(options);

@@ -59,6 +59,15 @@ TEST_P(Ranks, CollectivesAndProcessControl) {
 INSTANTIATE_TEST_SUITE_P(MultiProcess, Ranks, ::testing::Values(2, 4),
                          [](const auto& info) { return std::to_string(info.param) + "Ranks"; });
 
+// 3 ranks: a world size that is not a power of two, where multiplying by 1/world and dividing by world
+// round differently.
+TEST(MultiProcess, AveragedGradientsRoundAsTorchDdp) {
+  for (const std::string mode : {"", "view", "view_none"}) {
+    auto result = run({"average_rounding", mode}, 3);
+    EXPECT_TRUE(result.all_succeeded()) << "mode '" << mode << "'\n" << result.describe();
+  }
+}
+
 TEST(MultiProcess, BuffersFollowRankZeroAfterBackward) {
   auto result = run({"buffers"}, 2);
   EXPECT_TRUE(result.all_succeeded()) << result.describe();

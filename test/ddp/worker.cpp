@@ -105,6 +105,51 @@ void ddp_equivalence(const std::vector<std::string>& args) {
   std::cout << "ok: max difference to single process " << diff << std::endl;
 }
 
+// DDP's average rounds as torch DDP's: a gradient made by this backward is multiplied by 1/world on
+// its way into its bucket; one kept as its bucket's view since the last step (gradient_as_bucket_view
+// with zero_grad(set_to_none=false)) is divided by world in place. Every rank trains on the same
+// batch, so each element sums world equal shares, whose sum on 3 ranks is the same in any order:
+// the reduced gradient must equal that sum of the local gradient's share bit for bit (g * (1/3) and
+// g / 3 differ in about a third of the elements). The model has a 4 MiB gradient (reduced in place)
+// besides bucketed ones. args: "" (zero_grad()), "view" (gradient_as_bucket_view,
+// zero_grad(false)), "view_none" (gradient_as_bucket_view, zero_grad()).
+void average_rounding(const std::vector<std::string>& args) {
+  const std::string mode = args.empty() ? "" : args[0];
+  const bool view = mode == "view" || mode == "view_none", keep = mode == "view";
+  acc::Accelerator accelerator(
+      acc::AcceleratorOptions().ddp(acc::DistributedDataParallelKwargs().gradient_as_bucket_view(view)));
+  const int world = accelerator.num_processes();
+  torch::manual_seed(0);
+  auto model = make_mlp(1024);
+  auto reference = make_mlp(1024);
+  acc::Optimizer<torch::optim::SGD> optimizer(model->parameters(), torch::optim::SGDOptions(0.1));
+  accelerator.prepare(model, optimizer);
+  for (int step = 0; step < 3; ++step) {
+    copy_weights(*model, *reference);
+    torch::manual_seed(10 + step);
+    auto x = torch::randn({6, 8}), y = torch::randn({6, 4});
+    optimizer.zero_grad(/*set_to_none=*/!keep);  // libtorch's zero_grad detach_()es: no view may reach it
+    accelerator.backward(torch::mse_loss(model->forward(x), y));
+    reference->zero_grad();
+    torch::mse_loss(reference->forward(x), y).backward();
+    const bool divided = keep && step > 0;  // the gradients are their buckets' views from the second step
+    auto params = model->parameters(), local = reference->parameters();
+    for (size_t i = 0; i < params.size(); ++i) {
+      const auto share = divided ? local[i].grad() / world : torch::mul(local[i].grad(), 1.0 / world);
+      auto expected = share.clone();
+      for (int r = 1; r < world; ++r) expected = expected + share;
+      expect(torch::equal(params[i].grad(), expected),
+             "step " + std::to_string(step) + ", parameter " + std::to_string(i) + ": the average is not " +
+                 (divided ? "the sum of gradient / world" : "the sum of gradient * (1 / world)") + " (" +
+                 std::to_string((params[i].grad() != expected).sum().item<int64_t>()) + " of " +
+                 std::to_string(expected.numel()) + " elements differ)");
+    }
+    optimizer.step();
+  }
+  std::cout << "ok: averages rounded as torch DDP's over 3 steps (" << (mode.empty() ? "plain" : mode) << ")"
+            << std::endl;
+}
+
 // A module whose buffer records which rank ran the forward.
 struct TaggedImpl : torch::nn::Module {
   TaggedImpl() {
@@ -436,7 +481,7 @@ int main(int argc, char** argv) {
       {"no_sync", no_sync},                 {"unused", unused},
       {"mismatch", mismatch},               {"peer_failure", peer_failure},
       {"collectives", collectives},         {"scheduler_rules", scheduler_rules},
-      {"accumulation", accumulation}};
+      {"accumulation", accumulation},       {"average_rounding", average_rounding}};
   if (argc < 2 || !scenarios.count(argv[1])) {
     std::cerr << "usage: acc_mp_worker <scenario> [args]\n";
     return 2;

@@ -1,8 +1,9 @@
 #include "ddp/reducer.h"
 
 #include <ATen/ops/cat.h>
-#include <ATen/ops/div.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/set.h>
 #include <ATen/ops/zeros.h>
 #include <c10/core/GradMode.h>
 
@@ -86,16 +87,24 @@ void Reducer::on_gradient_ready(size_t param) {
                 "embedding with sparse(false)");
   }
   // A large gradient is its bucket (reduced where it lies); otherwise it goes into its slot. Either
-  // way it is divided on the way: one pass, sum of (g / world) = mean, as torch DDP's default hook.
+  // way it is averaged on the way, in one pass, with torch DDP's arithmetic (they differ in the last
+  // bit for world sizes that are not powers of two): a gradient made by this backward is multiplied
+  // by 1/world as it is copied into its bucket; one that already was its bucket view
+  // (gradient_as_bucket_view, kept since the last step) is divided by world.
   auto& bucket = buckets_[bucket_of_[param]];
+  const bool kept_as_view = options_.gradient_as_bucket_view() && bucket.in_place &&
+                            bucket.last_gradient.lock().get() == grad.unsafeGetTensorImpl();
   if (bucket.in_place && grad.is_contiguous() && grad.scalar_type() == params_[param].tensor.scalar_type()) {
     bucket.flat = grad.view({-1});
   }
   auto destination = slot(param);
-  if (destination.data_ptr() == grad.data_ptr()) {
-    destination.div_(group_.size());  // in place, or gradient_as_bucket_view: the gradient is the slot
+  const bool same_storage = destination.data_ptr() == grad.data_ptr();
+  if (same_storage && (kept_as_view || !bucket.in_place)) {
+    destination.div_(group_.size());  // only gradient_as_bucket_view gets here for a bucketed slot
+  } else if (same_storage) {
+    destination.mul_(1.0 / group_.size());
   } else {
-    at::div_out(destination, grad, group_.size());
+    at::mul_out(destination, grad, 1.0 / group_.size());
   }
   used_[param] = true;
   mark_ready(param);
@@ -188,6 +197,15 @@ void Reducer::finish_backward() {
   reset();
 }
 
+namespace {
+// A tensor on `view`'s bytes that autograd does not count as a view. A gradient that is a view
+// breaks libtorch's Optimizer::zero_grad, which detach_()es every gradient in place ("Can't detach
+// views in-place"); Python's zero_grad avoids detach_ there, the C++ one cannot be changed.
+at::Tensor same_bytes(const at::Tensor& view) {
+  return at::empty({0}, view.options()).set_(view.storage(), view.storage_offset(), view.sizes(), view.strides());
+}
+}  // namespace
+
 void Reducer::write_back(const std::vector<bool>& globally_used) {
   c10::NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -197,12 +215,12 @@ void Reducer::write_back(const std::vector<bool>& globally_used) {
     auto& grad = param.mutable_grad();
     if (grad.defined() && grad.data_ptr() == reduced.data_ptr()) continue;  // reduced in place
     if (options_.gradient_as_bucket_view()) {
-      grad = reduced;
+      grad = same_bytes(reduced);
     } else if (grad.defined()) {
       grad.copy_(reduced);  // the user's gradient tensor stays the same object
     } else {
       // An in-place bucket's own storage was made for this backward alone (reset() drops it).
-      grad = buckets_[bucket_of_[i]].in_place ? reduced : reduced.clone();
+      grad = buckets_[bucket_of_[i]].in_place ? same_bytes(reduced) : reduced.clone();
     }
   }
 }
@@ -212,7 +230,14 @@ void Reducer::reset() {
   std::fill(used_.begin(), used_.end(), false);
   for (auto& bucket : buckets_) {
     bucket.pending = bucket.members.size();
-    if (bucket.in_place) bucket.flat = at::Tensor();  // the gradient is the user's again
+    if (bucket.in_place) {
+      bucket.flat = at::Tensor();  // the gradient is the user's again
+      if (options_.gradient_as_bucket_view()) {
+        // Torch's bucket view would be this gradient from now on: if it is still .grad at the next
+        // synchronising backward, torch divides it in place (on_gradient_ready).
+        bucket.last_gradient = WeakTensorImpl(params_[bucket.members.front()].tensor.grad().getIntrusivePtr());
+      }
+    }
   }
   next_to_launch_ = 0;
 }

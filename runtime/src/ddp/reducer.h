@@ -20,6 +20,7 @@ class ProcessGroup;
 
 class Reducer : public GradientSync {
  public:
+  using WeakTensorImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
   /// `parameters` in registration order (only those that require grad); `buffers` are broadcast
   /// from rank 0 after each synchronising backward when options.broadcast_buffers().
   Reducer(std::vector<NamedTensor> parameters, std::vector<at::Tensor> buffers,
@@ -37,6 +38,9 @@ class Reducer : public GradientSync {
     std::vector<int64_t> offsets;  // element offset of each member in `flat`
     size_t pending = 0;            // members whose gradient is not ready in this backward
     c10::intrusive_ptr<c10d::Work> work;
+    // An in-place bucket's gradient after the last reduction (gradient_as_bucket_view only): still
+    // .grad at the next one means torch would have kept it as its bucket view.
+    WeakTensorImpl last_gradient{c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>()};
   };
   void build_buckets();
   at::Tensor slot(size_t param);
