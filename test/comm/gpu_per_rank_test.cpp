@@ -24,6 +24,11 @@ TEST(GpuPerRank, TheSameUuidIsOneGpuWhateverItsIndex) {
             "ranks 0 (cuda:0) and 1 (cuda:1) share GPU-77 on host 'a'");
 }
 
+TEST(GpuPerRank, ContainersOnOneMachineShareAGpuUnderTwoHostNames) {
+  EXPECT_EQ(ranks_sharing_a_gpu({{"pod-a", "GPU-77", 0}, {"pod-b", "GPU-77", 0}}),
+            "ranks 0 (cuda:0 on host 'pod-a') and 1 (cuda:0 on host 'pod-b') share GPU-77");
+}
+
 TEST(GpuPerRank, EverySharedGpuIsNamedFromRankZeroUp) {
   // Four processes on a machine with two GPUs: local rank % 2 puts two ranks on each.
   const std::vector<RankGpu> ranks{{"a", "GPU-1", 1}, {"a", "GPU-0", 0}, {"a", "GPU-1", 1},

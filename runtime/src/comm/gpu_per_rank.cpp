@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <sstream>
@@ -16,21 +17,25 @@
 namespace acc::detail {
 
 std::string ranks_sharing_a_gpu(const std::vector<RankGpu>& gpu_of_rank) {
-  std::map<std::pair<std::string, std::string>, std::vector<int>> ranks_of_gpu;
+  // By UUID alone: two containers on one machine have different host names and may share a GPU.
+  std::map<std::string, std::vector<int>> ranks_of_gpu;
   for (size_t rank = 0; rank < gpu_of_rank.size(); ++rank) {
-    ranks_of_gpu[{gpu_of_rank[rank].host, gpu_of_rank[rank].uuid}].push_back(static_cast<int>(rank));
+    ranks_of_gpu[gpu_of_rank[rank].uuid].push_back(static_cast<int>(rank));
   }
   // In order of each GPU's lowest rank, so that the message reads from rank 0 up.
   std::map<int, std::string> groups;
-  for (const auto& [gpu, ranks] : ranks_of_gpu) {
+  for (const auto& [uuid, ranks] : ranks_of_gpu) {
     if (ranks.size() < 2) continue;
+    const std::string& host = gpu_of_rank[ranks.front()].host;
+    const bool one_host = std::all_of(ranks.begin(), ranks.end(), [&](int r) { return gpu_of_rank[r].host == host; });
     std::ostringstream text;
     text << "ranks ";
     for (size_t i = 0; i < ranks.size(); ++i) {
-      text << (i == 0 ? "" : i + 1 == ranks.size() ? " and " : ", ") << ranks[i] << " (cuda:"
-           << gpu_of_rank[ranks[i]].index << ")";
+      const RankGpu& gpu = gpu_of_rank[ranks[i]];
+      text << (i == 0 ? "" : i + 1 == ranks.size() ? " and " : ", ") << ranks[i] << " (cuda:" << gpu.index
+           << (one_host ? "" : " on host '" + gpu.host + "'") << ")";
     }
-    text << " share " << gpu.second << " on host '" << gpu.first << "'";
+    text << " share " << uuid << (one_host ? " on host '" + host + "'" : "");
     groups[ranks.front()] = text.str();
   }
   std::string out;

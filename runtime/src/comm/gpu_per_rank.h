@@ -18,8 +18,9 @@ struct RankGpu {
   int index = 0;
 };
 
-/// "" when no two ranks share a GPU; else which do, e.g. "ranks 0 (cuda:0) and 2 (cuda:0) share
-/// GPU-5a1c... on host 'node1'", groups joined by "; ".
+/// "" when no two ranks share a GPU (the same UUID); else which do, e.g. "ranks 0 (cuda:0) and 2
+/// (cuda:0) share GPU-5a1c... on host 'node1'", groups joined by "; ". Ranks of one GPU under
+/// different host names (containers on one machine) are each named with their host.
 std::string ranks_sharing_a_gpu(const std::vector<RankGpu>& gpu_of_rank);
 
 /// This process's GPU: the current CUDA device (needs libacc_cuda.so).
