@@ -196,6 +196,9 @@ void wait_for_arrivals(c10d::Store& store, const LaunchInfo& launch, const Deadl
       throw DistributedError("acc: " + rank_text(launch) + ": rank 0's store closed during the rendezvous (" +
                              error_text(e) + "): rank 0 has exited; see its output");
     }
+    // Rank 0's deadline can pass a few milliseconds before this rank's (it started earlier): the
+    // deadline this rank reports is its own.
+    std::this_thread::sleep_until(deadline.at);
   }
   if (missing.empty()) return;  // the last rank arrived as the deadline passed
   throw DistributedError(
