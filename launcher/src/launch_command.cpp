@@ -219,8 +219,9 @@ int run_launch(const LaunchInvocation& invocation) {
   // Held until every rank has ended, so the port stays this job's across restarts; but only an acc
   // program's rank 0 can serve on it. Any other program binds the port itself: it is released for it
   // (torchrun's race, as before: ranks of another job are still told apart by the job id).
-  StoreSocket store_socket = reserve_store_socket(plan);
-  if (store_socket.fd() >= 0 && program_links_acc(options.program.at(0))) {
+  const bool rank_zero_serves = plan.machine_rank == 0 && program_links_acc(options.program.at(0));
+  StoreSocket store_socket = reserve_store_socket(plan, /*listen=*/rank_zero_serves);
+  if (store_socket.fd() >= 0 && rank_zero_serves) {
     plan.store_listen_fd = store_socket.fd();
   } else {
     store_socket = StoreSocket();

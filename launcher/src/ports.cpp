@@ -23,13 +23,13 @@ struct AddrInfoDeleter {
 };
 
 // SO_REUSEADDR so that connections of a previous run in TIME_WAIT do not count as "in use"; a live
-// listener still does. Returns the listening descriptor, or -1 with errno set.
-int bind_and_listen(const sockaddr* address, socklen_t length, int family) {
+// listener still does. Returns the descriptor (listening when `listen`), or -1 with errno set.
+int bind_port(const sockaddr* address, socklen_t length, int family, bool listen) {
   const int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
   const int one = 1;
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (::bind(fd, address, length) != 0 || ::listen(fd, SOMAXCONN) != 0) {
+  if (::bind(fd, address, length) != 0 || (listen && ::listen(fd, SOMAXCONN) != 0)) {
     const int error = errno;
     ::close(fd);
     errno = error;
@@ -47,7 +47,7 @@ int bound_port(int fd) {
 }
 
 // Binds host:port; -1 with errno (EADDRNOTAVAIL when the host is not this machine's).
-int bind_host(const std::string& host, int port) {
+int bind_host(const std::string& host, int port, bool listen) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -60,7 +60,7 @@ int bind_host(const std::string& host, int port) {
   std::unique_ptr<addrinfo, AddrInfoDeleter> addresses(found);
   int error = EADDRNOTAVAIL;
   for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
-    const int fd = bind_and_listen(a->ai_addr, a->ai_addrlen, a->ai_family);
+    const int fd = bind_port(a->ai_addr, a->ai_addrlen, a->ai_family, listen);
     if (fd >= 0) return fd;
     error = errno;
     if (error == EADDRINUSE) break;
@@ -69,19 +69,19 @@ int bind_host(const std::string& host, int port) {
   return -1;
 }
 
-int bind_any(int port) {
+int bind_any(int port, bool listen) {
   sockaddr_in any{};
   any.sin_family = AF_INET;
   any.sin_addr.s_addr = htonl(INADDR_ANY);
   any.sin_port = htons(static_cast<uint16_t>(port));
-  return bind_and_listen(reinterpret_cast<sockaddr*>(&any), sizeof(any), AF_INET);
+  return bind_port(reinterpret_cast<sockaddr*>(&any), sizeof(any), AF_INET, listen);
 }
 
 // The address itself, or every interface when it is not this machine's.
-int bind_rendezvous(LaunchPlan& plan, int port) {
-  const int fd = bind_host(plan.master_addr, port);
+int bind_rendezvous(LaunchPlan& plan, int port, bool listen) {
+  const int fd = bind_host(plan.master_addr, port, listen);
   if (fd >= 0 || errno != EADDRNOTAVAIL) return fd;
-  const int any = bind_any(port);
+  const int any = bind_any(port, listen);
   if (any >= 0)
     plan.notes.push_back("the main process address " + plan.master_addr +
                          " is not an address of this machine (NAT?); the rendezvous listens on every interface");
@@ -108,17 +108,17 @@ int StoreSocket::release() {
   return fd;
 }
 
-StoreSocket reserve_store_socket(LaunchPlan& plan) {
+StoreSocket reserve_store_socket(LaunchPlan& plan, bool listen) {
   if (plan.machine_rank != 0) return {};
   if (plan.world_size == 1 && !plan.port_given) return {};  // nothing rendezvouses
-  int fd = bind_rendezvous(plan, plan.master_port);
+  int fd = bind_rendezvous(plan, plan.master_port, listen);
   if (fd < 0 && errno == EADDRINUSE && plan.master_port != 0) {
     if (plan.port_given || plan.num_machines > 1)
       throw UsageError("port " + std::to_string(plan.master_port) +
                        " (--main_process_port) is already in use on this machine; choose another with "
                        "--main_process_port N, or --main_process_port 0 for a free one");
     const int taken = plan.master_port;
-    fd = bind_rendezvous(plan, 0);
+    fd = bind_rendezvous(plan, 0, listen);
     if (fd >= 0)
       plan.notes.push_back("the default port " + std::to_string(taken) + " is in use; using free port " +
                            std::to_string(bound_port(fd)) + " (choose one with --main_process_port)");

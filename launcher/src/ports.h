@@ -33,7 +33,10 @@ class StoreSocket {
 // single machine moves to a free one, with a note (as Accelerate does). An address that is not this
 // machine's (NAT) is served on every interface, with a note. Other machines only connect: nothing is
 // reserved there.
-StoreSocket reserve_store_socket(LaunchPlan& plan);
+// `listen` false, for a program that binds the port itself: the socket is only bound, to settle the
+// port. A listening socket about to be closed would accept other machines' ranks into its backlog
+// and drop them with it, and their rank 0 would wait for them forever.
+StoreSocket reserve_store_socket(LaunchPlan& plan, bool listen = true);
 
 // A fresh random job id (16 hex digits): ranks check it at rendezvous, so that no rank joins another job.
 std::string new_job_id();

@@ -7,6 +7,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
+
 #include "did_you_mean.h"
 #include "errors.h"
 #include "launch_plan.h"
@@ -253,6 +255,28 @@ TEST(Ports, ReservedSocketListensOnLoopbackOnlyAndKeepsThePort) {
   EXPECT_GE(moved.fd(), 0);
   ASSERT_FALSE(second.notes.empty());
   EXPECT_THAT(second.notes.back(), HasSubstr("is in use; using free port " + std::to_string(second.master_port)));
+}
+
+TEST(Ports, ForAProgramThatBindsItselfThePortIsSettledButNothingListens) {
+  LaunchPlan plan;
+  plan.world_size = 2;
+  plan.master_port = 0;
+  const StoreSocket socket = reserve_store_socket(plan, /*listen=*/false);
+  ASSERT_GE(socket.fd(), 0);
+  EXPECT_GT(plan.master_port, 0);
+  int listening = 1;
+  socklen_t length = sizeof(listening);
+  ASSERT_EQ(getsockopt(socket.fd(), SOL_SOCKET, SO_ACCEPTCONN, &listening, &length), 0);
+  EXPECT_FALSE(listening);
+  // Another machine's rank that connects now is refused (and retries), not queued on a socket about to close.
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(plan.master_port));
+  inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
+  const int client = ::socket(AF_INET, SOCK_STREAM, 0);
+  EXPECT_NE(::connect(client, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  EXPECT_EQ(errno, ECONNREFUSED);
+  ::close(client);
 }
 
 TEST(Ports, OnlyTheMainMachineOfADistributedJobReserves) {
