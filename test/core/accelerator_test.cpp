@@ -191,6 +191,12 @@ TEST(Accelerator, CollectivesAreIdentitiesOnOneProcess) {
   EXPECT_EQ(accelerator.gather(torch::tensor(3)).sizes(), torch::IntArrayRef({1}));
   EXPECT_TRUE(torch::equal(accelerator.reduce(t, "mean"), t));
   EXPECT_TRUE(torch::equal(accelerator.reduce(t, "sum", 2.0), t * 2));
+  // Numbers keep their type: a count stays an integer (rounded after scaling), a loss a double.
+  static_assert(std::is_same_v<decltype(accelerator.reduce(int64_t{7}, "sum")), int64_t>);
+  EXPECT_EQ(accelerator.reduce(int64_t{7}, "sum"), 7);
+  EXPECT_EQ(accelerator.reduce(7, "sum", 0.5), 4);
+  EXPECT_EQ(accelerator.reduce(0.1, "mean"), 0.1);
+  EXPECT_THROW(accelerator.reduce(1.0, "avg"), acc::ConfigError);
   EXPECT_TRUE(torch::equal(accelerator.broadcast(t), t));
   EXPECT_TRUE(torch::equal(accelerator.pad_across_processes(t), t));
   auto nested = std::make_tuple(t, std::vector<torch::Tensor>{t, t}, std::optional<torch::Tensor>());
