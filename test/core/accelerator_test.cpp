@@ -1,6 +1,8 @@
 // The Accelerator on one process (no launch variables): every call works, collectives are
 // identities, prepare is in place, and acc::Optimizer/acc::Scheduler behave like their bases.
 #include <gtest/gtest.h>
+#include <iomanip>
+#include <sstream>
 #include <torch/torch.h>
 
 #include <acc/acc.h>
@@ -215,6 +217,23 @@ TEST(Accelerator, CollectivesAreIdentitiesOnOneProcess) {
   EXPECT_TRUE(accelerator.check_trigger());
   { auto guard = accelerator.main_process_first(); }
   { auto guard = accelerator.local_main_process_first(); }
+}
+
+// print() writes what `std::cout << ...` would: std::cout's flags and precision apply (acc-migrate
+// turns `std::cout << std::fixed;` ... `std::cout << x << std::endl;` into accelerator.print(x)).
+TEST(Accelerator, PrintFollowsTheFormatOfStdCout) {
+  acc::Accelerator accelerator(single_process());
+  std::stringstream captured;
+  std::streambuf* original = std::cout.rdbuf(captured.rdbuf());
+  const auto flags = std::cout.flags();
+  const auto precision = std::cout.precision();
+  std::cout << std::fixed << std::setprecision(2);
+  accelerator.print("loss ", 1.0 / 3, " step ", 7);
+  std::cout.flags(flags);
+  std::cout.precision(precision);
+  accelerator.print("loss ", 1.0 / 3);
+  std::cout.rdbuf(original);
+  EXPECT_EQ(captured.str(), "loss 0.33 step 7\nloss 0.333333\n");
 }
 
 TEST(Accelerator, ClipGradNormReturnsTotalNorm) {
