@@ -42,6 +42,8 @@ class ProjectFiles {
   mutable std::map<clang::FileID, bool> cache_;
 };
 
+class RankDependence;
+
 class Migration {
  public:
   Migration(clang::ASTContext &ctx, const ProjectScope &scope, UnitResult &out, RuleSettings settings = {});
@@ -128,6 +130,13 @@ class Migration {
   // gathered-counts: local counts whose `.eq(...)` operands are now gathered (gather_for_metrics).
   void noteGatheredCount(const clang::VarDecl *count);
   bool isGatheredCount(const clang::VarDecl *count);
+  // The values other rules made the same on every process, told to `ranks`: gathered counts (from their
+  // declaration on) and reduced values (after their reduction), as far as the running rule consumes
+  // those facts.
+  void assumeUniformValues(RankDependence &ranks);
+  // reduced-values: variables an inserted `v = accelerator.reduce(v, ...);` makes uniform after a point.
+  void noteReduced(const clang::VarDecl *var, clang::SourceLocation point);
+  const std::vector<std::pair<const clang::VarDecl *, clang::SourceLocation>> &reducedValues();
 
  private:
   class Callback;

@@ -104,6 +104,9 @@ bool RankDependence::isRankLocal(const Expr *e) {
   if (const auto *ref = dyn_cast<DeclRefExpr>(e)) {
     if (isa<EnumConstantDecl>(ref->getDecl())) return false;
     const auto *var = dyn_cast<VarDecl>(ref->getDecl());
+    if (auto made = uniformAfter_.find(var); made != uniformAfter_.end() &&
+        ctx_.getSourceManager().isBeforeInTranslationUnit(made->second, ref->getLocation()))
+      return false;
     return !var || !isUniformVariable(var);
   }
   // Operators and conversions are uniform when their operands are.
@@ -112,6 +115,17 @@ bool RankDependence::isRankLocal(const Expr *e) {
     for (const Stmt *child : e->children())
       if (const auto *operand = dyn_cast_or_null<Expr>(child); operand && isRankLocal(operand)) return true;
     return false;
+  }
+  // The size of a dataset: every process builds the same one (a prepared loader needs it), and
+  // `.value()` of that optional.
+  if (const auto *call = dyn_cast<CXXMemberCallExpr>(e)) {
+    const CXXMethodDecl *method = call->getMethodDecl();
+    const Expr *object = call->getImplicitObjectArgument();
+    if (method && object && method->getIdentifier()) {
+      if (method->getName() == "size" && derivesFrom(method->getParent(), "torch::data::datasets::BatchDataset"))
+        return false;
+      if (method->getName() == "value" && method->getParent()->getName() == "optional") return isRankLocal(object);
+    }
   }
   return true;  // calls, members, constructions...: in doubt
 }
@@ -147,6 +161,8 @@ const std::set<const VarDecl *> &RankDependence::rankLocalVariables(const Functi
   }
   return local;
 }
+
+void RankDependence::assumeUniformAfter(const VarDecl *var, SourceLocation point) { uniformAfter_[var] = point; }
 
 const VarDecl *RankDependence::rankLocalVariable(const Expr *e) {
   if (!e) return nullptr;

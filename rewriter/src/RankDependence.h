@@ -36,6 +36,11 @@ class RankDependence {
   // The first variable that makes `e` rank-local (for a message), or null.
   const clang::VarDecl *rankLocalVariable(const clang::Expr *e);
 
+  // A rule made `var` the same on every process at `point` (it inserts `var = accelerator.reduce(var, ...);`
+  // there): references to `var` after `point` in the translation unit count as uniform. Call before
+  // any question about the function that declares `var`.
+  void assumeUniformAfter(const clang::VarDecl *var, clang::SourceLocation point);
+
  private:
   bool isUniformVariable(const clang::VarDecl *var);
   // The rank-local variables of `fn`'s body (lambdas in it included), computed once per function.
@@ -48,6 +53,7 @@ class RankDependence {
   bool encloses(const clang::Stmt &outer, const clang::Stmt &inner);
 
   clang::ASTContext &ctx_;
+  std::map<const clang::VarDecl *, clang::SourceLocation> uniformAfter_;
   // Per function: its rank-local variables. While a function is analysed its set grows to a fixpoint
   // (a variable not yet in it counts as uniform, so `i = i + 1` does not make `i` rank-local).
   std::map<const clang::FunctionDecl *, std::set<const clang::VarDecl *>> local_;

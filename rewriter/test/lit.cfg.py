@@ -11,6 +11,8 @@ config.excludes = ["Inputs", "unit"]  # unit/: GoogleTest sources (ctest rewrite
 config.test_source_root = os.path.dirname(__file__)
 
 stub = os.path.join(config.test_source_root, "Inputs", "stub")
+# The bare path first: lit substitutes in order, and %acc-migrate is a prefix of it.
+config.substitutions.append(("%acc-migrate-bin", config.acc_migrate))
 config.substitutions.append(("%acc-migrate", config.acc_migrate + " --color=false -j 1"))
 config.substitutions.append(("%stub-flags", "-isystem " + stub + " -std=c++17"))
 config.substitutions.append(("%examples", os.path.join(config.test_source_root, "..", "..", "examples", "programs")))
