@@ -92,11 +92,12 @@ class RankDependence {
   // accelerator.reduce(var, "mean");` after a loop), which the parsed AST does not show: every
   // reference to `var` located after `point` (expansion locations, SourceManager order of the
   // translation unit) counts as uniform, unless `var` escapes (its address taken, bound to a
-  // non-const reference) or a write of `var` after `point` is itself rank-local. `var` is matched by
-  // its declaration's location, so the assumption holds for that variable in a template's pattern
-  // and in all its instantiations alike. The rule must insert at a point every path from the earlier
-  // rank-local writes to the later references goes through (a statement of the block that holds
-  // them, as after a loop). Forgets what was computed before (cheap to recompute).
+  // non-const reference; for a tensor only after `point`, since the inserted assignment rebinds it
+  // and earlier aliases no longer reach it) or a write of `var` after `point` is itself rank-local.
+  // `var` is matched by its declaration's location, so the assumption holds for that variable in a
+  // template's pattern and in all its instantiations alike. The rule must insert at a point every
+  // path from the earlier rank-local writes to the later references goes through (a statement of the
+  // block that holds them, as after a loop). Forgets what was computed before (cheap to recompute).
   void assumeUniformAfter(const clang::VarDecl *var, clang::SourceLocation point);
 
   // `name` is a launch variable that differs between the processes of one job (RANK, LOCAL_RANK,

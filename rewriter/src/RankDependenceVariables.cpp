@@ -160,13 +160,17 @@ bool RankDependence::Impl::assumedUniform(const VarDecl *var, const Expr *ref, c
     const FunctionDecl *fn = outerFunction(var);
     if (!fn) return false;
     checkingAssumption_.insert(var);
+    // The inserted `t = accelerator.reduce(t)` gives a tensor a new storage: its aliases made before
+    // the point no longer reach it. Other variables are written in place, through any alias.
+    bool rebinds = isTensor(var->getType()) && !var->getType()->isReferenceType();
     bool holds = true;
     auto writes = facts(fn).writes.find(var);
     if (writes != facts(fn).writes.end())
       for (const Write &w : writes->second) {
         Culprit ignored;
-        if (w.kind == Write::Escape ||
-            (isBefore(sm_, a.point, w.expr->getBeginLoc()) && writeRankLocal(w, m.fn == fn ? m : Mode{}, ignored))) {
+        bool after = isBefore(sm_, a.point, w.expr->getBeginLoc());
+        if (w.kind == Write::Escape ? after || !rebinds
+                                    : after && writeRankLocal(w, m.fn == fn ? m : Mode{}, ignored)) {
           holds = false;
           break;
         }
