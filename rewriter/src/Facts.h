@@ -58,7 +58,9 @@ struct Facts {
   std::set<clang::SourceLocation> rewrittenPrints;  // where each rewritten statement begins
   // Where each gathered count is declared: one place for a template's variable and its instantiations'.
   std::set<clang::SourceLocation> gatheredCounts;
-  std::vector<const clang::VarDecl *> gatheredVars;  // the same counts, each variable (instantiations' too)
+  // The same counts, each variable (instantiations' too) with the end of a gathered increment: after
+  // the last one the count is the same on every process.
+  std::vector<std::pair<const clang::VarDecl *, clang::SourceLocation>> gatheredVars;
   // Each reduced variable (a template's pattern and its instantiations each) and the point after which
   // it is uniform.
   std::vector<std::pair<const clang::VarDecl *, clang::SourceLocation>> reducedValues;

@@ -277,16 +277,16 @@ bool Migration::isRewrittenPrint(SourceLocation statement) {
   return facts_.rewrittenPrints.count(statement) > 0;
 }
 
-void Migration::noteGatheredCount(const VarDecl *count) {
+void Migration::noteGatheredCount(const VarDecl *count, SourceLocation increment) {
   access(GatheredCounts, /*write=*/true);
   facts_.gatheredCounts.insert(count->getLocation());
-  facts_.gatheredVars.push_back(count);
+  facts_.gatheredVars.emplace_back(count, increment);
 }
 
 void Migration::assumeUniformValues(RankDependence &ranks) {
   if (rule_ && (rule_->consumes & GatheredCounts)) {
     access(GatheredCounts, /*write=*/false);
-    for (const VarDecl *count : facts_.gatheredVars) ranks.assumeUniformAfter(count, count->getLocation());
+    for (auto [count, increment] : facts_.gatheredVars) ranks.assumeUniformAfter(count, increment);
   }
   if (rule_ && (rule_->consumes & ReducedValues))
     for (auto [var, point] : reducedValues()) ranks.assumeUniformAfter(var, point);

@@ -128,7 +128,8 @@ class Migration {
   void noteRewrittenPrint(clang::SourceLocation statement);
   bool isRewrittenPrint(clang::SourceLocation statement);
   // gathered-counts: local counts whose `.eq(...)` operands are now gathered (gather_for_metrics).
-  void noteGatheredCount(const clang::VarDecl *count);
+  // `increment`: where a gathered `count += ...` ends (the count is uniform after its last one).
+  void noteGatheredCount(const clang::VarDecl *count, clang::SourceLocation increment);
   bool isGatheredCount(const clang::VarDecl *count);
   // The values other rules made the same on every process, told to `ranks`: gathered counts (from their
   // declaration on) and reduced values (after their reduction), as far as the running rule consumes

@@ -112,7 +112,7 @@ void registerGatherForMetrics(Migration &m) {
       if (std::none_of(state->divisions.begin(), state->divisions.end(), dividesCount)) continue;
       bool aGathered = isGathered(c.a), bGathered = isGathered(c.b);
       if (aGathered && bGathered) {
-        m.noteGatheredCount(c.count);
+        m.noteGatheredCount(c.count, c.add->getEndLoc());
         continue;
       }
       // One edit from a to b, so that the two operands are gathered together or not at all.
@@ -130,7 +130,7 @@ void registerGatherForMetrics(Migration &m) {
         continue;
       rewritten.insert(c.add->getBeginLoc());
       m.useAccelerator(c.fn);
-      m.noteGatheredCount(c.count);
+      m.noteGatheredCount(c.count, c.add->getEndLoc());
     }
   });
 }
