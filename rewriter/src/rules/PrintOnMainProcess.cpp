@@ -196,17 +196,40 @@ class PrintRewriter {
     if (!leftmostIsCout(chain) || !printOperands(chain, exprs, lastLiteral)) return;
     const Expr *condition = ranks_.rankLocalCondition(*p.call);
     std::vector<Operand> operands = shareOut(exprs, condition == nullptr);
-    std::string line = "accelerator.print(";
-    for (size_t i = 0; i < operands.size(); ++i) {
-      const Operand &op = operands[i];
-      std::string text = op.text;
-      if (op.expr->IgnoreParenImpCasts() == lastLiteral) text = withoutNewline(text);
-      if (text.empty()) return;
-      bool reduce = op.share == Share::Sum || op.share == Share::Mean;
-      line += (i ? ", " : "") + (reduce ? reduced(op) : text);
+    // Only the `std::cout <<`, the `<<` between operands and the final `<< std::endl` change (and a
+    // reduction around an operand): other rules' edits inside an operand (an argument create-accelerator
+    // adds to a call) still apply.
+    for (const Operand &op : operands)
+      if (op.expr->getBeginLoc().isMacroID() || op.expr->getEndLoc().isMacroID() || op.text.empty()) return;
+    if (p.call->getBeginLoc().isMacroID() || p.call->getEndLoc().isMacroID()) return;
+    auto endOf = [&](const Expr *e) { return afterToken(e->getEndLoc(), m_.sm, m_.lang); };
+    std::vector<std::pair<CharSourceRange, std::string>> edits;
+    SourceLocation chainEnd = endOf(p.call);
+    if (operands.empty()) {
+      edits.push_back({CharSourceRange::getCharRange(p.call->getBeginLoc(), chainEnd), "accelerator.print()"});
+    } else {
+      edits.push_back({CharSourceRange::getCharRange(p.call->getBeginLoc(), operands.front().expr->getBeginLoc()),
+                       "accelerator.print("});
+      for (size_t i = 0; i + 1 < operands.size(); ++i)
+        edits.push_back({CharSourceRange::getCharRange(endOf(operands[i].expr), operands[i + 1].expr->getBeginLoc()),
+                         ", "});
+      edits.push_back({CharSourceRange::getCharRange(endOf(operands.back().expr), chainEnd), ")"});
     }
-    line += ")";
-    if (!m_.replace(p.call->getSourceRange(), line)) return;
+    for (const Operand &op : operands) {
+      if (op.expr->IgnoreParenImpCasts() == lastLiteral) {
+        if (withoutNewline(op.text).empty()) return;
+        SourceLocation end = endOf(op.expr);  // after the closing quote: `\n"` ends the literal
+        edits.push_back({CharSourceRange::getCharRange(end.getLocWithOffset(-3), end.getLocWithOffset(-1)), ""});
+      }
+      if (op.share == Share::Sum || op.share == Share::Mean) {
+        edits.push_back({CharSourceRange::getCharRange(op.expr->getBeginLoc(), op.expr->getBeginLoc()),
+                         "accelerator.reduce("});
+        edits.push_back({CharSourceRange::getCharRange(endOf(op.expr), endOf(op.expr)),
+                         std::string(", \"") + reductionFor(op.share) + "\")"});
+      }
+    }
+    for (auto &[range, text] : edits)
+      if (!m_.replace(range, text)) return;
     m_.noteRewrittenPrint(p.call->getBeginLoc());
     for (const Operand &op : operands)
       if (op.share == Share::Unknown) reportDiffering(op, condition);
