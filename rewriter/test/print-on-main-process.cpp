@@ -66,6 +66,10 @@ void train(torch::nn::Linear &model, Loader &loader) {
   }
   std::cout << std::fixed << std::setprecision(3) << 1.5 << std::endl;
   // CHECK: {{^}}+  accelerator.print(std::fixed, std::setprecision(3), 1.5);
+  int lines = 0;
+  std::printf("%d lines\n", ++lines);
+  // CHECK-NOT: {{^}}+{{.*}}++lines
+  // REPORT: print-on-main-process.cpp:[[@LINE-2]]:29: print-on-main-process: printf prints on every process, and its argument `++lines` changes the program
   std::puts("done");
   // CHECK: {{^}}+  if (accelerator.is_local_main_process()) std::puts("done");
 }

@@ -240,6 +240,18 @@ class PrintRewriter {
     std::vector<const Expr *> exprs;
     for (unsigned i = 1; i < p.call->getNumArgs(); ++i) exprs.push_back(p.call->getArg(i));
     std::vector<Operand> operands = shareOut(exprs, condition == nullptr);
+    // An argument that changes the program (`++step`) would run on the main process only once guarded.
+    for (const Operand &op : operands)
+      if (op.expr->HasSideEffects(m_.ctx) && op.share != Share::Sum && op.share != Share::Mean) {
+        m_.report(op.expr->getBeginLoc(),
+                  "printf prints on every process, and its argument `" + op.text +
+                      "` changes the program: under `if (accelerator.is_local_main_process())` it would run on the "
+                      "main process only",
+                  "compute it before the print on every process (`const auto value = " + op.text +
+                      ";`), then print `value` under `if (accelerator.is_local_main_process())`");
+        m_.noteRewrittenPrint(p.call->getBeginLoc());  // reported here: nothing left for print-on-every-process
+        return;
+      }
     // Every process computes a reduced value before the guard: a collective inside it would leave the
     // main process waiting for the others. The unbraced body of an if or a loop gets braces (a guard
     // `if` there would take an `else` that follows).
