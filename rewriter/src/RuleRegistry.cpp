@@ -14,6 +14,7 @@ void registerPrepare(Migration &);
 void registerDeviceMove(Migration &);
 void registerOptimizerDeclaration(Migration &);
 void registerSchedulerDeclaration(Migration &);
+void registerGradientAccumulation(Migration &);
 void registerSaveOnMainProcess(Migration &);
 void registerGatherForMetrics(Migration &);
 void registerFsdpUnits(Migration &);
@@ -65,6 +66,9 @@ const std::vector<Rule> &allRules() {
        registerOptimizerDeclaration},
       {"scheduler-declaration", "LR schedulers are created as acc::Scheduler<T>", true, kOptions | kAcc, kNone,
        registerSchedulerDeclaration},
+      {"gradient-accumulation",
+       "a manual accumulation loop (loss / k, step every k-th batch) becomes accelerator.accumulate", true,
+       kUsers | kOptions | kAcc, kNone, registerGradientAccumulation},
       {"save-on-main-process", "torch::save(...) runs after wait_for_everyone() on the main process only", true,
        kUsers | kAcc, kNone, registerSaveOnMainProcess},
       {"gather-for-metrics", "count += a.eq(b).sum().item<T>() in loader loops gathers a and b (gather_for_metrics)",
