@@ -174,6 +174,42 @@ void lastOfGroup() {
 // Nothing else is rewritten: the loops below are reported.
 // CHECK-NOT: {{^}}{{[-+]}}
 
+// A function template: analysed in its instantiation (concrete types), edited in its text.
+template <class Model>
+void templated(Model &model) {
+  torch::optim::SGD optimizer(model->parameters(), 0.1);
+  auto loader = makeLoader();
+  int i = 0;
+  for (auto &batch : *loader) {
+    auto loss = torch::mse_loss(model->forward(batch.data), batch.target) / kAccumulation;
+    loss.backward();
+    if (++i % kAccumulation == 0) {
+      optimizer.step();
+      optimizer.zero_grad();
+    }
+  }
+}
+void useTemplated(Net &model) { templated(model); }
+// CHECK-LABEL: {{^}}-void templated(Model &model) {
+// CHECK-NEXT: {{^}}-  torch::optim::SGD optimizer(model->parameters(), 0.1);
+// CHECK-NEXT: {{^}}+void templated(acc::Accelerator& accelerator, Model &model) {
+// CHECK-NEXT: {{^}}+  acc::Optimizer<torch::optim::SGD> optimizer(model->parameters(), 0.1);
+// CHECK-NEXT: {{^}}   auto loader = makeLoader();
+// CHECK-NEXT: {{^}}-  int i = 0;
+// CHECK-NEXT: {{^}}   for (auto &batch : *loader) {
+// CHECK-NEXT: {{^}}-    auto loss = torch::mse_loss(model->forward(batch.data), batch.target) / kAccumulation;
+// CHECK-NEXT: {{^}}-    loss.backward();
+// CHECK-NEXT: {{^}}-    if (++i % kAccumulation == 0) {
+// CHECK-NEXT: {{^}}-      optimizer.step();
+// CHECK-NEXT: {{^}}-      optimizer.zero_grad();
+// CHECK-NEXT: {{^}}-    }
+// CHECK-NEXT: {{^}}+    auto accumulate = accelerator.accumulate(model);
+// CHECK-NEXT: {{^}}+    auto loss = torch::mse_loss(model->forward(batch.data), batch.target);
+// CHECK-NEXT: {{^}}+    accelerator.backward(loss);
+// CHECK-NEXT: {{^}}+    optimizer.step();
+// CHECK-NEXT: {{^}}+    optimizer.zero_grad();
+// CHECK-NEXT: {{^}}   }
+
 // --- Reported, left as is -----------------------------------------------------------------------
 
 // The gradients of k batches summed, not averaged: accelerator.backward would divide them.
@@ -405,6 +441,21 @@ void otherShapes(bool skip) {
   }
 }
 
+// A batch skipped before the counter's increment: accumulate would count it.
+void skipsBatches() {
+  Net model;
+  torch::optim::SGD optimizer(model->parameters(), 0.1);
+  auto loader = makeLoader();
+  int i = 0;
+  for (auto &batch : *loader) {
+    if (batch.data.size(0) < 8) continue;
+    auto loss = torch::mse_loss(model->forward(batch.data), batch.target) / kAccumulation;
+    loss.backward();
+    if (++i % kAccumulation == 0) optimizer.step(), optimizer.zero_grad();
+    // REPORT: gradient-accumulation.cpp:[[@LINE-1]]:5: gradient-accumulation: manual gradient accumulation (the optimizer steps under `++i % kAccumulation == 0`) left as is: the loop body can leave a batch before the `if` that steps (`continue`, `break`, `return`, `throw`): accelerator.accumulate counts every batch the loop starts; it is correct on N processes
+  }
+}
+
 // The counter does not start from a constant.
 void fromElsewhere(int start) {
   Net model;
@@ -494,6 +545,7 @@ void skipped(bool skip) {
 // AGAIN-NEXT: is not a batch counter
 // AGAIN-NEXT: the condition is not
 // AGAIN-NEXT: changes other than by one increment
+// AGAIN-NEXT: the loop body can leave a batch
 // AGAIN-NEXT: is not a local integer
 // AGAIN-NEXT: no model found
 // AGAIN-NEXT: comes before backward

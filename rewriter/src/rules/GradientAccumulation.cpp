@@ -56,7 +56,6 @@
 #include <clang/ASTMatchers/ASTMatchers.h>
 #include <clang/Lex/Lexer.h>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -140,9 +139,9 @@ const ValueDecl *objectDecl(const CXXMemberCallExpr *call) {
 
 // Calls that only convert argv's strings (no state, same result every time).
 bool isPureConversion(const FunctionDecl *fn) {
-  static const std::set<std::string> names = {"stoi", "stol",   "stoll",  "stoul",  "stoull", "stof", "stod",
-                                              "atoi", "atol",   "atoll",  "atof",   "strtol", "strtoll",
-                                              "strtoul", "strtoull", "max", "min"};
+  static const std::set<std::string> names = {"stoi",    "stol",    "stoll",    "stoul", "stoull", "stof",
+                                              "stod",    "atoi",    "atol",     "atoll", "atof",   "strtol",
+                                              "strtoll", "strtoul", "strtoull", "max",   "min"};
   if (!fn || !names.count(fn->getNameAsString())) return false;
   return fn->isInStdNamespace() || fn->getDeclContext()->getRedeclContext()->isTranslationUnit();
 }
@@ -165,11 +164,11 @@ bool onlyFromMainArguments(const Stmt *s, const FunctionDecl *main) {
   } else if (const auto *construct = dyn_cast<CXXConstructExpr>(s)) {
     const CXXRecordDecl *rd = construct->getConstructor()->getParent();
     if (!rd->isInStdNamespace() || rd->getName() != "basic_string") return false;
-  } else if (!(isa<IntegerLiteral>(s) || isa<StringLiteral>(s) || isa<FloatingLiteral>(s) ||
-               isa<CharacterLiteral>(s) || isa<CXXBoolLiteralExpr>(s) || isa<ImplicitCastExpr>(s) ||
-               isa<ExplicitCastExpr>(s) || isa<ParenExpr>(s) || isa<ConditionalOperator>(s) ||
-               isa<ArraySubscriptExpr>(s) || isa<MaterializeTemporaryExpr>(s) || isa<ExprWithCleanups>(s) ||
-               isa<CXXBindTemporaryExpr>(s) || isa<CXXDefaultArgExpr>(s) || isa<CXXNullPtrLiteralExpr>(s))) {
+  } else if (!(isa<IntegerLiteral>(s) || isa<StringLiteral>(s) || isa<FloatingLiteral>(s) || isa<CharacterLiteral>(s) ||
+               isa<CXXBoolLiteralExpr>(s) || isa<ImplicitCastExpr>(s) || isa<ExplicitCastExpr>(s) ||
+               isa<ParenExpr>(s) || isa<ConditionalOperator>(s) || isa<ArraySubscriptExpr>(s) ||
+               isa<MaterializeTemporaryExpr>(s) || isa<ExprWithCleanups>(s) || isa<CXXBindTemporaryExpr>(s) ||
+               isa<CXXDefaultArgExpr>(s) || isa<CXXNullPtrLiteralExpr>(s))) {
     return false;
   }
   for (const Stmt *child : s->children())
@@ -196,11 +195,10 @@ bool onlyRead(const VarDecl *var, const Stmt *body, ASTContext &ctx) {
 }
 
 struct Steps {
-  const Expr *expr = nullptr;          // as written in the condition
-  const VarDecl *var = nullptr;        // when it names a variable
-  std::optional<int64_t> value;        // when known at compile time
-  std::string option;                  // what gradient_accumulation_steps(...) gets; empty: not nameable there
-  std::string text;                    // as written
+  const Expr *expr = nullptr;    // as written in the condition
+  const VarDecl *var = nullptr;  // when it names a variable
+  std::optional<int64_t> value;  // when known at compile time
+  std::string option;            // what gradient_accumulation_steps(...) gets; empty: not nameable there
 };
 
 // A namespace-scope or static member constant declared in this file before its main: nameable at main's start.
@@ -228,7 +226,6 @@ bool nameableAtMain(const Expr *e, Migration &m) {
 Steps resolveSteps(const Expr *k, const FunctionDecl *fn, Migration &m) {
   Steps steps;
   steps.expr = k;
-  steps.text = m.text(k->getSourceRange());
   steps.var = varOf(k);
   steps.value = constantValue(k, m.ctx);
   const VarDecl *var = steps.var;
@@ -236,12 +233,14 @@ Steps resolveSteps(const Expr *k, const FunctionDecl *fn, Migration &m) {
                    (var->getType().isConstQualified() || onlyRead(var, fn->getBody(), m.ctx));
   if (!steps.value && unchanged) steps.value = constantValue(var->getInit(), m.ctx);
   if (steps.value) {
-    if (steps.text.empty()) steps.text = std::to_string(*steps.value);  // spelled by a macro
-    if (*steps.value < 1) return steps;                                 // a modulo by it is undefined
+    if (*steps.value < 1) return steps;  // a modulo by it is undefined
     // Its name where main sees it (`kAccumulation`, or a local's `= kAccumulation`), else its value.
-    if (nameableAtMain(k, m)) steps.option = m.text(k->getSourceRange());
-    else if (unchanged && nameableAtMain(var->getInit(), m)) steps.option = m.text(var->getInit()->getSourceRange());
-    else steps.option = std::to_string(*steps.value);
+    if (nameableAtMain(k, m))
+      steps.option = m.text(k->getSourceRange());
+    else if (unchanged && nameableAtMain(var->getInit(), m))
+      steps.option = m.text(var->getInit()->getSourceRange());
+    else
+      steps.option = std::to_string(*steps.value);
     return steps;
   }
   // A local of main computed from argc/argv, which every process gets alike: evaluated again where the
@@ -367,10 +366,11 @@ Write writeOf(const Stmt *stmt, const VarDecl *loss) {
     if (op->getOperator() == OO_SlashEqual) return {Write::DivideInPlace, op->getArg(1)};
     if (op->isAssignmentOp()) return {Write::Other, nullptr};
   }
-  if (const auto *call = dyn_cast<CXXMemberCallExpr>(e);
-      call && varOf(call->getImplicitObjectArgument()) == loss && call->getMethodDecl() &&
-      call->getMethodDecl()->getName().endswith("_")) {
-    if (call->getMethodDecl()->getName() == "div_" && call->getNumArgs() == 1) return {Write::DivideInPlace, call->getArg(0)};
+  if (const auto *call = dyn_cast<CXXMemberCallExpr>(e); call && varOf(call->getImplicitObjectArgument()) == loss &&
+                                                         call->getMethodDecl() &&
+                                                         call->getMethodDecl()->getName().endswith("_")) {
+    if (call->getMethodDecl()->getName() == "div_" && call->getNumArgs() == 1)
+      return {Write::DivideInPlace, call->getArg(0)};
     return {Write::Other, nullptr};
   }
   return {};
@@ -380,7 +380,7 @@ Write writeOf(const Stmt *stmt, const VarDecl *loss) {
 
 // What the rewrite of one loop does, made once every loop of the unit is known (one k per accelerator).
 struct Plan {
-  std::string option;       // gradient_accumulation_steps(...)
+  std::string option;  // gradient_accumulation_steps(...)
   const IfStmt *step;
   std::function<void()> apply;
 };
@@ -401,6 +401,7 @@ class LoopAnalysis {
   bool findDivision();
   bool checkCounter(const Modulo &modulo, const Linear &dividend);
   bool checkZeroGradAndSteps();
+  bool checkJumps();
   void findModels();
   int indexOf(const Stmt *s) const;
   std::string statementText(const Stmt *s) const {
@@ -429,7 +430,7 @@ class LoopAnalysis {
   const Expr *division_ = nullptr;      // `n / k` to replace by n (initializer or assignment)
   const Expr *numerator_ = nullptr;
   const Expr *divisor_ = nullptr;
-  bool divisionIsStatement_ = false;    // `loss = loss / k;`, `loss /= k;`: the statement goes
+  bool divisionIsStatement_ = false;  // `loss = loss / k;`, `loss /= k;`: the statement goes
   bool readAfterBackward_ = false;
 
   const VarDecl *counter_ = nullptr;
@@ -492,7 +493,8 @@ bool LoopAnalysis::analyse() {
   if (!hasRemainder(step_->getCond())) {
     // A step under another condition is accumulation only if the loss is divided by an integer.
     quiet_ = true;
-    bool divided = overLoader && body_ && findBackward() && findDivision() && bare(divisor_)->getType()->isIntegerType();
+    bool divided =
+        overLoader && body_ && findBackward() && findDivision() && bare(divisor_)->getType()->isIntegerType();
     quiet_ = false;
     if (!divided) return false;
     stepsText_ = m_.text(divisor_->getSourceRange());
@@ -510,9 +512,10 @@ bool LoopAnalysis::analyse() {
       break;
     }
   if (!overLoader || !body_)
-    return fail("the loop does not iterate a DataLoader, and accelerator.accumulate also steps at the end of each "
-                "pass over a prepared loader",
-                "iterate the data through `accelerator.prepare_data_loader(...)` (a torch Dataset), then " + howTo());
+    return fail(
+        "the loop does not iterate a DataLoader, and accelerator.accumulate also steps at the end of each "
+        "pass over a prepared loader",
+        "iterate the data through `accelerator.prepare_data_loader(...)` (a torch Dataset), then " + howTo());
   if (step_->getElse() || step_->getInit() || step_->getConditionVariable() || parentBlock(*step_, m_.ctx) != body_)
     return fail("the `if` that steps is not a plain statement of the loop body (no else, no declaration)",
                 "make it one; then acc-migrate rewrites the loop; " + howTo());
@@ -536,19 +539,21 @@ bool LoopAnalysis::analyse() {
                     "` is not known where the accelerator is created (the start of the program's entry point): a "
                     "compile-time constant is, and so is, in main, a value computed from argc/argv only",
                 "compute it before the accelerator and create it with it; " + howTo());
-  if (!findBackward() || !findDivision() || !checkZeroGradAndSteps()) return false;
-  if (models_.empty()) return fail("no model found whose parameters the optimizer holds, or that the loop calls", howTo());
+  if (!findBackward() || !findDivision() || !checkZeroGradAndSteps() || !checkJumps()) return false;
+  if (models_.empty())
+    return fail("no model found whose parameters the optimizer holds, or that the loop calls", howTo());
   // Last, so that a loop left as is for its shape is reported alike when migrated code is seen again.
   if (unitHasAccelerator_)
     return fail("this file already creates an acc::Accelerator, which acc-migrate does not change",
-                "create it with `acc::AcceleratorOptions().gradient_accumulation_steps(" + steps_.option +
-                    ")`, then " + howTo());
+                "create it with `acc::AcceleratorOptions().gradient_accumulation_steps(" + steps_.option + ")`, then " +
+                    howTo());
   return true;
 }
 
 std::string LoopAnalysis::counterFix() const {
   return "count the batches in an integer `i` set to 0 before the loop and incremented once per batch, and write "
-         "`(i + 1) % " + stepsText_ + " == 0`; then acc-migrate rewrites the loop; " + howTo();
+         "`(i + 1) % " +
+         stepsText_ + " == 0`; then acc-migrate rewrites the loop; " + howTo();
 }
 
 // Exactly one backward in the loop, a statement of its body, on a local tensor of the body.
@@ -559,8 +564,8 @@ bool LoopAnalysis::findBackward() {
   // accelerator.backward(loss): a loop left as is on a first run, seen again (its findings stay).
   auto onAccelerator = [](const CXXMemberCallExpr *call) {
     const CXXMethodDecl *method = call->getMethodDecl();
-    return method && method->getName() == "backward" && call->getNumArgs() >= 1 &&
-           call->getImplicitObjectArgument() && isAccelerator(call->getImplicitObjectArgument()->getType());
+    return method && method->getName() == "backward" && call->getNumArgs() >= 1 && call->getImplicitObjectArgument() &&
+           isAccelerator(call->getImplicitObjectArgument()->getType());
   };
   for (const CXXMemberCallExpr *call : calls) {
     if (!isTensorBackward(call) && !onAccelerator(call)) continue;
@@ -577,9 +582,10 @@ bool LoopAnalysis::findBackward() {
                         m_.sm.isBeforeInTranslationUnit(loss_->getLocation(), body_->getRBracLoc());
   if (!member || (member->isArrow() && !migrated) || !declaredInBody || !isExpressionStatement(*backward_, m_.ctx) ||
       parentBlock(*backward_, m_.ctx) != body_)
-    return fail("backward is not called as a statement of the loop body on a tensor declared in it "
-                "(`auto loss = ...; loss.backward();`)",
-                howTo());
+    return fail(
+        "backward is not called as a statement of the loop body on a tensor declared in it "
+        "(`auto loss = ...; loss.backward();`)",
+        howTo());
   return true;
 }
 
@@ -591,9 +597,10 @@ bool LoopAnalysis::findDivision() {
       for (const Decl *d : decl->decls())
         if (d == loss_) lossDecl = decl;
   if (!lossDecl)
-    return fail("backward is not called as a statement of the loop body on a tensor declared in it "
-                "(`auto loss = ...; loss.backward();`)",
-                howTo());
+    return fail(
+        "backward is not called as a statement of the loop body on a tensor declared in it "
+        "(`auto loss = ...; loss.backward();`)",
+        howTo());
   int declIndex = indexOf(lossDecl), backwardIndex = indexOf(backwardStmt_);
   // Each division found: the statement, the expression to replace by its numerator (null: the statement
   // goes), the numerator and the divisor.
@@ -612,11 +619,16 @@ bool LoopAnalysis::findDivision() {
     if (index <= declIndex) continue;
     Write write = writeOf(stmt, loss_);
     if (write.kind == Write::None) continue;
-    if (index > backwardIndex || write.kind == Write::Other) otherWrite = true;
-    else if (write.kind == Write::DivideInPlace) found.push_back({stmt, nullptr, nullptr, write.operand});
-    else if (!division(write.operand, numerator, divisor)) otherWrite = true;
-    else if (varOf(numerator) == loss_) found.push_back({stmt, nullptr, nullptr, divisor});  // loss = loss / k;
-    else found.push_back({stmt, write.operand->IgnoreUnlessSpelledInSource()->IgnoreParens(), numerator, divisor});
+    if (index > backwardIndex || write.kind == Write::Other)
+      otherWrite = true;
+    else if (write.kind == Write::DivideInPlace)
+      found.push_back({stmt, nullptr, nullptr, write.operand});
+    else if (!division(write.operand, numerator, divisor))
+      otherWrite = true;
+    else if (varOf(numerator) == loss_)
+      found.push_back({stmt, nullptr, nullptr, divisor});  // loss = loss / k;
+    else
+      found.push_back({stmt, write.operand->IgnoreUnlessSpelledInSource()->IgnoreParens(), numerator, divisor});
   }
   if (found.size() == 1) {
     divisionStmt_ = found[0].stmt, division_ = found[0].whole, numerator_ = found[0].numerator;
@@ -655,8 +667,10 @@ bool LoopAnalysis::checkCounter(const Modulo &modulo, const Linear &dividend) {
   std::optional<int64_t> start = c->hasInit() ? constantValue(c->getInit(), m_.ctx) : std::nullopt;
   if (!c->getType()->isIntegerType() || !c->isLocalVarDecl() || !start || contains(body_, c->getInit(), m_.sm))
     return fail("`" + name + "` is not a local integer set to a constant before the loop", counterFix);
-  std::string changes = "`" + name + "` changes other than by one increment per batch (a statement of the loop body, "
-                        "or `++" + name + "` in the condition) and resets to its starting value outside the loop";
+  std::string changes = "`" + name +
+                        "` changes other than by one increment per batch (a statement of the loop body, "
+                        "or `++" +
+                        name + "` in the condition) and resets to its starting value outside the loop";
 
   // Every mention of the counter in the function: increments, resets, reads.
   std::vector<const DeclRefExpr *> refs;
@@ -682,8 +696,10 @@ bool LoopAnalysis::checkCounter(const Modulo &modulo, const Linear &dividend) {
       write = assign;
       std::optional<int64_t> rhs = constantValue(assign->getRHS(), m_.ctx);
       const auto *sum = dyn_cast<BinaryOperator>(bare(assign->getRHS()));
-      if (assign->getOpcode() == BO_AddAssign) increment = rhs && *rhs == 1;
-      else if (assign->getOpcode() == BO_Assign && rhs) reset = rhs;
+      if (assign->getOpcode() == BO_AddAssign)
+        increment = rhs && *rhs == 1;
+      else if (assign->getOpcode() == BO_Assign && rhs)
+        reset = rhs;
       else if (assign->getOpcode() == BO_Assign && sum && sum->getOpcode() == BO_Add) {
         const Expr *l = sum->getLHS(), *r = sum->getRHS();
         std::optional<int64_t> lv = constantValue(l, m_.ctx), rv = constantValue(r, m_.ctx);
@@ -708,8 +724,7 @@ bool LoopAnalysis::checkCounter(const Modulo &modulo, const Linear &dividend) {
       return fail(changes, counterFix);
     }
     if (reset) {
-      if (*reset != *start || contains(loop_, write, m_.sm))
-        return fail(changes, counterFix);
+      if (*reset != *start || contains(loop_, write, m_.sm)) return fail(changes, counterFix);
       counterStatements_.push_back(write);
       continue;
     }
@@ -725,8 +740,7 @@ bool LoopAnalysis::checkCounter(const Modulo &modulo, const Linear &dividend) {
     counterStatements_.push_back(write);
     incrementsBefore = indexOf(write) < indexOf(step_) ? 1 : 0;
   }
-  if (increments.size() != 1 || incrementsBefore < 0)
-    return fail(changes, counterFix);
+  if (increments.size() != 1 || incrementsBefore < 0) return fail(changes, counterFix);
 
   // On the b-th batch (from 1) the dividend is start - 1 + b + incrementsBefore + constant: the
   // condition must hold exactly when b is a multiple of k.
@@ -735,8 +749,10 @@ bool LoopAnalysis::checkCounter(const Modulo &modulo, const Linear &dividend) {
   if (modulo.remainder) {
     const VarDecl *none = nullptr;
     std::optional<Linear> rem = linear(modulo.remainder, steps_, none, m_.ctx);
-    if (!rem || none) r.constant = -1, r.k = 2;  // never every k-th batch: reported below
-    else r = *rem;
+    if (!rem || none)
+      r.constant = -1, r.k = 2;  // never every k-th batch: reported below
+    else
+      r = *rem;
   }
   bool everyKth;
   if (steps_.value) {
@@ -779,9 +795,33 @@ bool LoopAnalysis::checkZeroGradAndSteps() {
   for (const CXXMemberCallExpr *call : all)
     if (isOptimizerStep(call) && !contains(loop_, call, m_.sm) &&
         std::find(optimizers_.begin(), optimizers_.end(), objectDecl(call)) != optimizers_.end())
-      return fail("the optimizer also steps after the loop (a last, shorter group?), which accelerator.accumulate "
-                  "does by itself at the end of each pass over the loader",
-                  "remove that step; then acc-migrate rewrites the loop; " + howTo());
+      return fail(
+          "the optimizer also steps after the loop (a last, shorter group?), which accelerator.accumulate "
+          "does by itself at the end of each pass over the loader",
+          "remove that step; then acc-migrate rewrites the loop; " + howTo());
+  return true;
+}
+
+// No batch leaves the body before its step: accumulate() counts every batch from the body's start, the
+// counter only those that reach its increment. A jump inside the `if`, after the step, is at a sync point.
+bool LoopAnalysis::checkJumps() {
+  std::vector<const Stmt *> jumps;
+  std::function<void(const Stmt *, bool)> find = [&](const Stmt *s, bool nestedLoop) {
+    if (!s || isa<LambdaExpr>(s)) return;
+    if (isa<ReturnStmt>(s) || isa<GotoStmt>(s) || isa<CXXThrowExpr>(s) ||
+        (!nestedLoop && (isa<ContinueStmt>(s) || isa<BreakStmt>(s))))
+      jumps.push_back(s);
+    bool inner = nestedLoop || isa<ForStmt>(s) || isa<CXXForRangeStmt>(s) || isa<WhileStmt>(s) || isa<DoStmt>(s) ||
+                 isa<SwitchStmt>(s);
+    for (const Stmt *child : s->children()) find(child, inner);
+  };
+  find(body_, false);
+  for (const Stmt *jump : jumps)
+    if (!contains(step_->getThen(), jump, m_.sm))
+      return fail(
+          "the loop body can leave a batch before the `if` that steps (`continue`, `break`, `return`, "
+          "`throw`): accelerator.accumulate counts every batch the loop starts",
+          howTo());
   return true;
 }
 
@@ -803,7 +843,8 @@ void LoopAnalysis::findModels() {
     if (const auto *ref = dyn_cast<DeclRefExpr>(s)) {
       if (const auto *var = dyn_cast<VarDecl>(ref->getDecl())) {
         add(var);
-        if (var->isLocalVarDecl() && var->hasInit() && !moduleClass(var->getType())) mentioned(var->getInit(), depth + 1);
+        if (var->isLocalVarDecl() && var->hasInit() && !moduleClass(var->getType()))
+          mentioned(var->getInit(), depth + 1);
       }
     }
     if (const auto *member = dyn_cast<MemberExpr>(s))
@@ -846,8 +887,10 @@ std::string LoopAnalysis::guardName() const {
 bool LoopAnalysis::unwrapsStep() const {
   const auto *then = dyn_cast<CompoundStmt>(step_->getThen());
   std::vector<const Stmt *> stmts;
-  if (then) stmts.assign(then->body_begin(), then->body_end());
-  else stmts.push_back(step_->getThen());
+  if (then)
+    stmts.assign(then->body_begin(), then->body_end());
+  else
+    stmts.push_back(step_->getThen());
   for (const Stmt *stmt : stmts) {
     const auto *e = dyn_cast<Expr>(stmt);
     const auto *call = e ? dyn_cast<CXXMemberCallExpr>(e->IgnoreImplicit()) : nullptr;  // step() returns a tensor
@@ -902,11 +945,13 @@ void LoopAnalysis::rewrite() {
                .trim()
                .str();
   m_.replace(backward_->getSourceRange(),
-             "accelerator.backward(" + m_.text(backward_->getImplicitObjectArgument()->IgnoreImpCasts()->getSourceRange()) +
+             "accelerator.backward(" +
+                 m_.text(backward_->getImplicitObjectArgument()->IgnoreImpCasts()->getSourceRange()) +
                  (args.empty() ? "" : ", " + args) + ")");
   // Read afterwards (printed, summed): the loss as it was, divided by k.
   if (readAfterBackward_)
-    m_.insert(statementRange(backwardStmt_, sm, m_.lang).getEnd(), "\n" + lineIndent(backwardStmt_->getBeginLoc(), sm) + redivide);
+    m_.insert(statementRange(backwardStmt_, sm, m_.lang).getEnd(),
+              "\n" + lineIndent(backwardStmt_->getBeginLoc(), sm) + redivide);
 
   // The counter.
   std::string stepIndent = lineIndent(step_->getBeginLoc(), sm);
@@ -923,8 +968,10 @@ void LoopAnalysis::rewrite() {
     for (const ValueDecl *opt : optimizers_) wrapOptimizer(opt);
     // `if (...) {` and `}` go, the lines between lose one level of indentation.
     if (const auto *then = dyn_cast<CompoundStmt>(step_->getThen())) {
-      m_.remove(removalRange(CharSourceRange::getCharRange(step_->getBeginLoc(), afterToken(then->getLBracLoc(), sm, m_.lang)), sm));
-      m_.remove(removalRange(CharSourceRange::getCharRange(then->getRBracLoc(), afterToken(then->getRBracLoc(), sm, m_.lang)), sm));
+      m_.remove(removalRange(
+          CharSourceRange::getCharRange(step_->getBeginLoc(), afterToken(then->getLBracLoc(), sm, m_.lang)), sm));
+      m_.remove(removalRange(
+          CharSourceRange::getCharRange(then->getRBracLoc(), afterToken(then->getRBracLoc(), sm, m_.lang)), sm));
       FileID file = sm.getFileID(then->getLBracLoc());
       StringRef buffer = sm.getBufferData(file);
       unsigned from = sm.getFileOffset(then->getLBracLoc()), to = sm.getFileOffset(then->getRBracLoc());
@@ -939,14 +986,26 @@ void LoopAnalysis::rewrite() {
       m_.remove(CharSourceRange::getCharRange(step_->getBeginLoc(), step_->getThen()->getBeginLoc()));
     }
   }
-  m_.useAccelerator(fn_);
-  m_.report(step_->getBeginLoc(),
-            "accelerator.accumulate steps after every " + stepsText_ +
-                "-th batch and at the end of each pass over the prepared loader (Accelerate's rule): the steps of "
-                "the original when the loader's batches per epoch are a multiple of " + stepsText_,
-            "otherwise the last, shorter group of each epoch is stepped too (its loss still divided by " + stepsText_ +
-                ")",
-            Finding::Level::Note);
+  m_.useAccelerator(m_.enclosingFunction(*step_));
+  m_.report(
+      step_->getBeginLoc(),
+      "accelerator.accumulate steps after every " + stepsText_ +
+          "-th batch and at the end of each pass over the prepared loader (Accelerate's rule): the steps of "
+          "the original when the loader's batches per epoch are a multiple of " +
+          stepsText_,
+      "otherwise the last, shorter group of each epoch is stepped too (its loss still divided by " + stepsText_ + ")",
+      Finding::Level::Note);
+}
+
+// The function whose body holds `s`: an instantiation's own (its types are concrete), not its template.
+const FunctionDecl *ownFunction(const Stmt &s, ASTContext &ctx) {
+  for (DynTypedNodeList parents = ctx.getParents(s); !parents.empty();) {
+    if (const auto *fn = parents[0].get<FunctionDecl>()) return fn;
+    const Stmt *p = parents[0].get<Stmt>();
+    if (!p) return nullptr;
+    parents = ctx.getParents(*p);
+  }
+  return nullptr;
 }
 
 // The nearest loop around `s` in its function.
@@ -983,24 +1042,27 @@ void registerGradientAccumulation(Migration &m) {
   auto state = std::make_shared<State>();
   auto step = cxxMemberCallExpr(
       callee(cxxMethodDecl(hasName("step"), ofClass(cxxRecordDecl(isSameOrDerivedFrom("::torch::optim::Optimizer"))))));
-  m.onMatch(ifStmt(hasThen(stmt(anyOf(step, hasDescendant(step)))), inFunction(functionDecl(isDefinition()))).bind("if"),
-            [state](const BoundNodes &nodes) { state->steps.push_back(nodes.getNodeAs<IfStmt>("if")); });
+  m.onMatch(
+      ifStmt(hasThen(stmt(anyOf(step, hasDescendant(step)))), inFunction(functionDecl(isDefinition()))).bind("if"),
+      [state](const BoundNodes &nodes) { state->steps.push_back(nodes.getNodeAs<IfStmt>("if")); });
   m.onMatch(valueDecl(hasType(qualType(isAcceleratorType()))).bind("acc"),
             [state](const BoundNodes &) { state->hasAccelerator = true; });
   m.atEnd([&m, state] {
     std::set<SourceLocation> seen;  // a template's instantiations share its text
     std::vector<Plan> plans;
     for (const IfStmt *ifStmt : state->steps) {
-      if (!seen.insert(ifStmt->getBeginLoc()).second) continue;
       const Stmt *loop = enclosingLoop(*ifStmt, m.ctx);
-      const FunctionDecl *fn = m.enclosingFunction(*ifStmt);
-      if (!loop || !fn || !fn->getBody() || accumulatesWithAcc(loop)) continue;  // migrated already
+      const FunctionDecl *fn = ownFunction(*ifStmt, m.ctx);
+      // A template's pattern is seen through its instantiations; a loop that accumulates with acc is migrated.
+      if (!loop || !fn || !fn->getBody() || fn->isTemplated() || accumulatesWithAcc(loop)) continue;
+      if (!seen.insert(ifStmt->getBeginLoc()).second) continue;
       // The outermost `if` around the step in its loop speaks for it.
       bool outer = true;
       for (DynTypedNodeList parents = m.ctx.getParents(*ifStmt); !parents.empty();) {
         const Stmt *p = parents[0].get<Stmt>();
         if (!p || p == loop) break;
-        if (const auto *around = dyn_cast<IfStmt>(p); around && contains(around->getThen(), ifStmt, m.sm)) outer = false;
+        if (const auto *around = dyn_cast<IfStmt>(p); around && contains(around->getThen(), ifStmt, m.sm))
+          outer = false;
         parents = m.ctx.getParents(*p);
       }
       if (!outer) continue;
