@@ -132,6 +132,8 @@ void printed() {
     }
   }
 }
+// Whatever the `if` becomes, the optimizer is created as acc::Optimizer (the runtime rejects a plain one).
+// CHECK: {{^}}+  auto optimizer = std::make_shared<acc::Optimizer<torch::optim::Adam>>(model->parameters());
 // CHECK-LABEL: {{^}}   double running = 0;
 // CHECK-NEXT: {{^}}   for (auto &batch : *loader) {
 // CHECK-NEXT: {{^}}+    auto accumulate = accelerator.accumulate(model);
@@ -160,6 +162,7 @@ void lastOfGroup() {
     i++;
   }
 }
+// CHECK: {{^}}+  acc::Optimizer<torch::optim::SGD> optimizer(model->parameters(), 0.1);
 // CHECK-LABEL: {{^}}-  int64_t i = 0;
 // CHECK-NEXT: {{^}}   for (auto &batch : *loader) {
 // CHECK-NEXT: {{^}}+    auto accumulate = accelerator.accumulate(model);

@@ -35,11 +35,13 @@
 //   or, for a local of main computed from argc/argv only (the same on every process), its initializer
 //   evaluated there. A k known only later (a parameter, a member, a computed value) is reported.
 // - accumulate() gets the models whose parameters the stepped optimizers hold (their initializers, as
-//   prepare finds them), else the models the loop calls. Every zero_grad of the loop is in the `if`.
-// - The `if` goes when it holds only step()/zero_grad() of optimizers held by value (created as
-//   acc::Optimizer: the same edit optimizer-declaration makes, so the rule is right alone too; zero_grad
-//   is not virtual, so a base pointer would skip acc's); otherwise its condition becomes
+//   prepare finds them), else the models the loop calls. Every zero_grad of the loop is in the `if`, and
+//   no `continue`/`break`/`return` leaves a batch before it (accumulate() counts every batch begun).
+// - The `if` goes when it holds only step()/zero_grad() of optimizers held by value (zero_grad is not
+//   virtual: through a base pointer acc's would be skipped); otherwise its condition becomes
 //   `accelerator.sync_gradients()` (true exactly on the batches that step), keeping what it guards.
+//   The stepped optimizers created in sight are created as acc::Optimizer, which the runtime requires
+//   with gradient_accumulation_steps > 1: the edits optimizer-declaration makes, so the rule is right alone.
 // - `loss.backward()` gets the same edit the rule backward makes (merged when both run): without acc's
 //   backward nothing would divide the loss any more.
 // - A counter read only by the condition is removed with its increments and resets.
@@ -906,15 +908,33 @@ bool LoopAnalysis::unwrapsStep() const {
   return !stmts.empty();
 }
 
-// `torch::optim::SGD optimizer(...)` -> `acc::Optimizer<torch::optim::SGD> optimizer(...)`: the edit
-// optimizer-declaration makes (identical edits are merged), so that step()/zero_grad() skip.
+// The runtime needs acc::Optimizer once gradient_accumulation_steps > 1 (accelerator.prepare rejects a
+// plain one, naming this fix). Where the stepped optimizer is created in sight, it is created so:
+// `torch::optim::SGD optimizer(...)` and `std::make_shared<torch::optim::Adam>(...)` get `acc::Optimizer<T>`,
+// the very edits optimizer-declaration makes (identical edits are merged), so the rule is right alone.
 void LoopAnalysis::wrapOptimizer(const ValueDecl *optimizer) {
-  const auto *declarator = cast<DeclaratorDecl>(optimizer);
-  const CXXRecordDecl *rd = declarator->getType()->getAsCXXRecordDecl();
-  if (!rd || derivesFrom(rd, "acc::Optimizer")) return;
-  SourceRange range = declarator->getTypeSourceInfo()->getTypeLoc().getSourceRange();
-  std::string spelled = m_.text(range);
-  if (!spelled.empty()) m_.replace(range, "acc::Optimizer<" + spelled + ">");
+  auto wrap = [&](const TypeSourceInfo *written) {
+    QualType type = written ? written->getType() : QualType();
+    const CXXRecordDecl *rd =
+        type.isNull() || type->isReferenceType() || type->isPointerType() || type->getContainedAutoType()
+            ? nullptr
+            : type->getAsCXXRecordDecl();
+    if (!rd || !derivesFrom(rd, "torch::optim::Optimizer") || derivesFrom(rd, "acc::Optimizer")) return;
+    SourceRange range = written->getTypeLoc().getSourceRange();
+    std::string spelled = m_.text(range);
+    if (!spelled.empty()) m_.replace(range, "acc::Optimizer<" + spelled + ">");
+  };
+  const auto *declarator = dyn_cast<DeclaratorDecl>(optimizer);
+  if (!declarator || isa<ParmVarDecl>(declarator) || !m_.inProject(declarator->getLocation())) return;
+  wrap(declarator->getTypeSourceInfo());
+  const auto *var = dyn_cast<VarDecl>(declarator);
+  const auto *call =
+      var && var->getInit() ? dyn_cast<CallExpr>(var->getInit()->IgnoreUnlessSpelledInSource()) : nullptr;
+  const auto *callee = call ? dyn_cast<DeclRefExpr>(call->getCallee()->IgnoreImplicit()) : nullptr;
+  if (callee && callee->getNumTemplateArgs() >= 1 &&
+      (isFunctionNamed(call->getDirectCallee(), "std::make_shared") ||
+       isFunctionNamed(call->getDirectCallee(), "std::make_unique")))
+    wrap(callee->getTemplateArgs()[0].getTypeSourceInfo());
 }
 
 void LoopAnalysis::rewrite() {
@@ -962,10 +982,10 @@ void LoopAnalysis::rewrite() {
     m_.insert(step_->getBeginLoc(), "++" + counter_->getNameAsString() + ";\n" + stepIndent);
   }
 
+  for (const ValueDecl *opt : optimizers_) wrapOptimizer(opt);
   if (!unwrapsStep()) {
     m_.replace(step_->getCond()->getSourceRange(), "accelerator.sync_gradients()");
   } else {
-    for (const ValueDecl *opt : optimizers_) wrapOptimizer(opt);
     // `if (...) {` and `}` go, the lines between lose one level of indentation.
     if (const auto *then = dyn_cast<CompoundStmt>(step_->getThen())) {
       m_.remove(removalRange(
