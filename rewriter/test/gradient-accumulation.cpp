@@ -525,6 +525,27 @@ void skipped(bool skip) {
   }
 }
 // REPORT-NOT: gradient-accumulation.cpp:[[@LINE-3]]
+
+// A generator trained every n_critic batches (WGAN): its gradients are computed under the condition, nothing accumulates.
+void everyNCritic(int n_critic) {
+  Net generator, critic;
+  torch::optim::Adam g_opt(generator->parameters()), c_opt(critic->parameters());
+  auto loader = makeLoader();
+  int i = 0;
+  for (auto &batch : *loader) {
+    c_opt.zero_grad();
+    auto c_loss = critic->forward(generator->forward(batch.data).detach()).mean() - critic->forward(batch.data).mean();
+    c_loss.backward();
+    c_opt.step();
+    if (++i % n_critic == 0) {
+      g_opt.zero_grad();
+      auto g_loss = -critic->forward(generator->forward(batch.data)).mean();
+      g_loss.backward();
+      g_opt.step();
+    }
+  }
+}
+// REPORT-NOT: gradient-accumulation.cpp:[[@LINE-8]]
 #endif
 
 // HAS-ACC-NOT: {{^}}+++

@@ -487,6 +487,11 @@ std::optional<Plan> LoopAnalysis::run() {
 bool LoopAnalysis::analyse() {
   condition_ = m_.text(step_->getCond()->getSourceRange());
   if (condition_.empty()) return false;  // a macro: nothing to say
+  // Gradients computed under the condition too (a GAN's generator every n_critic batches): no accumulation.
+  std::vector<const CXXMemberCallExpr *> guarded;
+  collect(step_->getThen(), guarded);
+  for (const CXXMemberCallExpr *call : guarded)
+    if (const CXXMethodDecl *method = call->getMethodDecl(); method && method->getName() == "backward") return false;
   const auto *rangeFor = dyn_cast<CXXForRangeStmt>(loop_);
   bool overLoader = rangeFor && rangeFor->getRangeInit() && isDataLoader(rangeFor->getRangeInit()->getType());
   body_ = rangeFor ? dyn_cast<CompoundStmt>(rangeFor->getBody()) : nullptr;
