@@ -59,7 +59,7 @@ TEST(RuleRegistry, ListsEachRuleOnceWithAnExplanationAndASetUp) {
     EXPECT_EQ(findRule(name), rule) << name;
   }
   EXPECT_EQ(findRule("nope"), nullptr);
-  EXPECT_EQ(allRules().size(), 21u);  // a new rule: a line here, a lit test, a row in docs/migrate.md
+  EXPECT_EQ(allRules().size(), 22u);  // a new rule: a line here, a lit test, a row in docs/migrate.md
 }
 
 TEST(RuleRegistry, FinalizersAreAlwaysPresentAndCannotBeSelected) {
@@ -86,7 +86,7 @@ TEST(RuleRegistry, SelectsTheDefaultsAllOrRulesAlone) {
   // fsdp-units (which needs --fsdp-units) is the one rule off by default: what a migrated program
   // prints, counts and writes is right by default.
   std::vector<std::string> defaults = defaultRules();
-  for (const char *on : {"print-on-main-process", "gather-for-metrics", "reduce-metrics"})
+  for (const char *on : {"print-on-main-process", "gather-for-metrics", "reduce-metrics", "gradient-accumulation"})
     EXPECT_EQ(std::count(defaults.begin(), defaults.end(), on), 1) << on;
   EXPECT_EQ(std::count(defaults.begin(), defaults.end(), "fsdp-units"), 0);
   EXPECT_EQ(defaults.size(), allRules().size() - 1);
