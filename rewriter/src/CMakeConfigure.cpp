@@ -1,11 +1,15 @@
 #include "CMakeConfigure.h"
 
+#include "UserBuild.h"
+
 #include <llvm/ADT/StringExtras.h>
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/MD5.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/Path.h>
 #include <llvm/Support/Program.h>
+#include <llvm/Support/Regex.h>
+#include <set>
 
 namespace fs = llvm::sys::fs;
 
@@ -27,14 +31,43 @@ std::string firstErrorLines(llvm::StringRef log) {
   return shown.empty() ? "no message" : llvm::join(shown, " | ");
 }
 
+// The packages CMake says it did not find. Its messages wrap lines, so whitespace is collapsed first.
+std::vector<std::string> packagesNotFound(llvm::StringRef log) {
+  std::string text;
+  bool space = false;
+  for (char c : log) {
+    if (isspace(static_cast<unsigned char>(c))) {
+      space = true;
+      continue;
+    }
+    if (space && !text.empty()) text += ' ';
+    space = false;
+    text += c;
+  }
+  std::set<std::string> seen;
+  std::vector<std::string> names;
+  for (const char *pattern : {"provided by \"([^\"]+)\"", "configuration file for package \"([^\"]+)\"",
+                              "Could NOT find ([A-Za-z0-9_.+-]+)"}) {
+    llvm::Regex regex(pattern);
+    llvm::StringRef rest = text;
+    llvm::SmallVector<llvm::StringRef, 2> match;
+    while (regex.match(rest, &match)) {
+      if (seen.insert(match[1].str()).second) names.push_back(match[1].str());
+      rest = rest.drop_front(match[0].data() - rest.data() + match[0].size());
+    }
+  }
+  return names;
+}
+
 }  // namespace
 
-std::string configureCMake(const std::string &top, const std::vector<std::string> &cacheArgs, unsigned timeoutSeconds,
-                           std::string &error) {
+Configured configureCMake(const std::string &top, const std::vector<std::string> &cacheArgs, unsigned timeoutSeconds) {
+  Configured result;
+  std::string &error = result.error;
   llvm::ErrorOr<std::string> cmake = llvm::sys::findProgramByName("cmake");
   if (!cmake) {
     error = "cmake not found on PATH";
-    return "";
+    return result;
   }
   // The same directory for a project on every run (unless another run holds it): the build directory
   // is part of the torch PCH's key (PchCache.h), which a new name each run would rebuild (~20 s).
@@ -46,7 +79,7 @@ std::string configureCMake(const std::string &top, const std::vector<std::string
   if (ec) ec = fs::createUniqueDirectory("acc-migrate-cmake", dir);
   if (ec) {
     error = "cannot create a temporary build directory: " + ec.message();
-    return "";
+    return result;
   }
   std::vector<std::string> args = {*cmake, "-S", top, "-B", std::string(dir), "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON"};
   if (llvm::sys::findProgramByName("ninja")) args.insert(args.end(), {"-G", "Ninja"});
@@ -63,8 +96,14 @@ std::string configureCMake(const std::string &top, const std::vector<std::string
   bool failed = false;
   int status =
       llvm::sys::ExecuteAndWait(argv.front(), argv, std::nullopt, redirects, timeoutSeconds + 10, 0, &message, &failed);
-  if (status == 0 && fs::exists(std::string(dir) + "/compile_commands.json")) return std::string(dir);
   auto buffer = llvm::MemoryBuffer::getFile(log);
+  if (buffer) result.packagesNotFound = packagesNotFound((*buffer)->getBuffer());
+  for (const CacheEntry &entry : readCMakeCache(std::string(dir) + "/CMakeCache.txt"))
+    if (llvm::StringRef(entry.value).endswith("-NOTFOUND")) result.entriesNotFound.push_back(entry.name);
+  if (status == 0 && fs::exists(std::string(dir) + "/compile_commands.json")) {
+    result.dir = std::string(dir);
+    return result;
+  }
   if (timeout && (status == 124 || status == 137))  // timeout's "timed out", and after --kill-after
     error = "cmake was stopped at the " + std::to_string(timeoutSeconds) + " s limit, with every process it started";
   else if (status == -2)
@@ -75,7 +114,7 @@ std::string configureCMake(const std::string &top, const std::vector<std::string
   else
     error = buffer ? firstErrorLines((*buffer)->getBuffer()) : "cmake failed";
   fs::remove_directories(dir);
-  return "";
+  return result;
 }
 
 }  // namespace accmigrate

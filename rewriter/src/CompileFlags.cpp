@@ -3,8 +3,10 @@
 #include "CMakeConfigure.h"
 #include "CMakeProject.h"
 #include "GccFlags.h"
+#include "UserBuild.h"
 
 #include <clang/Tooling/JSONCompilationDatabase.h>
+#include <llvm/ADT/StringExtras.h>
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/Path.h>
 #include <llvm/Support/Program.h>
@@ -81,18 +83,18 @@ std::string venvTorch() {
   return "";
 }
 
-// The directories acc/acc.h needs: next to an installed acc-migrate (<prefix>/include holds all of
-// acc's headers), or the source tree it was built from (runtime/include, contract/ for
-// acc/environment.h, and the build tree's generated acc/version.h).
+// acc's headers: next to an installed acc-migrate (<prefix>/include), or in the source tree it was
+// built from, where acc/acc.h's includes of acc/environment.h and the generated acc/version.h live
+// elsewhere (contract/, the build tree; the install puts all three in include/acc).
 std::vector<std::string> findAccInclude(const Options &options, const char *argv0) {
   if (!options.accInclude.empty()) return {options.accInclude};
   std::string exe = fs::getMainExecutable(argv0, reinterpret_cast<void *>(&findAccInclude));
-  llvm::SmallString<256> dir(path::parent_path(path::parent_path(exe)));
-  std::string installed = std::string(dir) + "/include";
+  std::string installed = path::parent_path(path::parent_path(exe)).str() + "/include";
   if (fs::exists(installed + "/acc/acc.h")) return {installed};
-  std::string source = std::string(ACC_SOURCE_DIR) + "/runtime/include";
-  if (!fs::exists(source + "/acc/acc.h")) return {};
-  return {source, std::string(ACC_SOURCE_DIR) + "/contract", std::string(ACC_GENERATED_INCLUDE_DIR)};
+  std::string source = ACC_SOURCE_DIR;
+  if (fs::exists(source + "/runtime/include/acc/acc.h"))
+    return {source + "/runtime/include", source + "/contract", ACC_GENERATED_INCLUDE_DIR};
+  return {};
 }
 
 bool buildsAny(const cmake::Project &project, const std::vector<std::string> &sources) {
@@ -125,6 +127,27 @@ std::vector<std::string> projectIncludeDirs(const std::string &root) {
     if (ext == ".h" || ext == ".hpp" || ext == ".hh" || ext == ".hxx") dirs.insert(path::parent_path(it->path()).str());
   }
   return {dirs.begin(), dirs.end()};
+}
+
+// The project's find_package calls that found nothing in the configure: named in its output, or a
+// cache entry left *-NOTFOUND that belongs to the package (<Pkg>_DIR for config mode; a find
+// module's results, EIGEN3_INCLUDE_DIR for find_package(Eigen3), are named after it in capitals).
+std::vector<MissedPackage> missedPackages(const cmake::Project &project, const Configured &configured) {
+  std::vector<MissedPackage> missed;
+  for (const cmake::ListsFile &file : project.files())
+    for (const cmake::Command &command : file.commands) {
+      if (command.name != "find_package" || command.args.empty()) continue;
+      std::string name = command.args[0].text;
+      std::string upper = llvm::StringRef(name).upper();
+      bool notFound =
+          std::count(configured.packagesNotFound.begin(), configured.packagesNotFound.end(), name) ||
+          std::any_of(configured.entriesNotFound.begin(), configured.entriesNotFound.end(), [&](llvm::StringRef e) {
+            return e == name + "_DIR" || e.startswith(name + "_") || e.startswith(upper + "_");
+          });
+      bool listed = std::any_of(missed.begin(), missed.end(), [&](const MissedPackage &m) { return m.name == name; });
+      if (notFound && !listed) missed.push_back({name, file.path, command.line});
+    }
+  return missed;
 }
 
 }  // namespace
@@ -171,6 +194,7 @@ std::unique_ptr<CompileFlags> makeCompileFlags(const Options &options, const std
   std::optional<cmake::Project> project = cmake::Project::enclosing(sources.front());
   std::string top = project ? project->top : "";
   bool projectBuildsSources = project && buildsAny(*project, sources);
+  flags->projectTop = top;
   if (jsonDir.empty()) {
     // build/compile_commands.json in or above the first input, as clangd and clang-tidy look for it;
     // not above the CMake project that builds the sources (one there is another project's).
@@ -183,11 +207,38 @@ std::unique_ptr<CompileFlags> makeCompileFlags(const Options &options, const std
       if (projectBuildsSources && dir == top) break;
     }
   }
+  // The user's own build of the project (cmake-build-debug/, out/build/x64-Debug/...): its
+  // compile_commands.json is the flags the sources are built with; without one, its cache knows
+  // where the packages are that a configure of ours would not find.
+  std::optional<UserBuild> userBuild;
+  // A build/ with a database found above the inputs, below the project's top, is the user's build
+  // too: the advice and the configure line name it.
+  if (!jsonDir.empty() && options.buildDir.empty() && project && fs::exists(jsonDir + "/CMakeCache.txt") &&
+      llvm::StringRef(scopeRoot(jsonDir)).startswith(top + "/"))
+    flags->userBuildDir = scopeRoot(jsonDir);
+  if (jsonDir.empty() && project) {
+    userBuild = findUserBuild(top);
+    if (userBuild) flags->userBuildDir = userBuild->dir;
+    if (userBuild && userBuild->hasCompileCommands) jsonDir = userBuild->dir;
+  }
   // No database, and a CMake project that builds the sources: its own configure writes one.
-  std::string configureError;
+  std::string carriedText;
   if (jsonDir.empty() && projectBuildsSources) {
-    jsonDir = flags->temporaryBuildDir =
-        configureCMake(top, torchCacheArgs(options), configureTimeoutSeconds(), configureError);
+    std::vector<std::string> cacheArgs = torchCacheArgs(options);
+    if (userBuild) {
+      // After ours: the user's Torch_DIR, if they have one, is the torch they build with.
+      PackageHints hints = packageHints(*userBuild);
+      cacheArgs.insert(cacheArgs.end(), hints.cacheArgs.begin(), hints.cacheArgs.end());
+      flags->carried = hints.names;
+      carriedText = hints.names.empty()
+                        ? " (its build directory " + userBuild->dir + " has no package locations to carry)"
+                        : ", with the package locations of its build directory " + userBuild->dir + " (" +
+                              llvm::join(hints.names, ", ") + ")";
+    }
+    Configured configured = configureCMake(top, cacheArgs, configureTimeoutSeconds());
+    jsonDir = flags->temporaryBuildDir = configured.dir;
+    flags->configureError = configured.error;
+    flags->missedPackages = missedPackages(*project, configured);
   }
   if (!jsonDir.empty()) {
     std::string loadError;
@@ -203,7 +254,7 @@ std::unique_ptr<CompileFlags> makeCompileFlags(const Options &options, const std
   std::vector<std::string> inferred = {"-std=c++17"};
   std::vector<std::string> torch = torchIncludeDirs(options);
   for (const std::string &dir : torch) inferred.insert(inferred.end(), {"-isystem", dir});
-  for (const std::string &acc : findAccInclude(options, argv0)) inferred.insert(inferred.end(), {"-isystem", acc});
+  for (const std::string &dir : findAccInclude(options, argv0)) inferred.insert(inferred.end(), {"-isystem", dir});
   if (!json) {
     // The project's own headers (`#include "model.h"` from another directory): after every other
     // directory, so that they never shadow a system header of the same name.
@@ -215,16 +266,29 @@ std::unique_ptr<CompileFlags> makeCompileFlags(const Options &options, const std
   std::string inferredText;
   for (const std::string &arg : inferred) inferredText += " " + arg;
   for (const std::string &arg : options.extraArgs) inferredText += " " + arg;  // the driver adds these
-  if (json && !flags->temporaryBuildDir.empty())
+  if (json && !flags->temporaryBuildDir.empty()) {
+    flags->origin = CompileFlags::Origin::Configured;
     flags->description = "no compile_commands.json found; flags from configuring the CMake project " + top +
-                         " in a temporary directory; files it does not list use" + inferredText;
-  else if (json)
-    flags->description = "flags from " + jsonDir + "/compile_commands.json; files it does not list use" + inferredText;
-  else if (!configureError.empty())
-    flags->description = "no compile_commands.json found; configuring the CMake project " + top + " failed (" +
-                         configureError + "); inferred flags:" + inferredText;
-  else
+                         " in a temporary directory" + carriedText + "; files it does not list use" + inferredText;
+  } else if (json) {
+    flags->origin = CompileFlags::Origin::Database;
+    flags->databaseDir = jsonDir;
+    flags->description = "flags from " + jsonDir + "/compile_commands.json" +
+                         (userBuild && jsonDir == userBuild->dir ? " (the build directory of the CMake project " + top + ")"
+                                                                 : std::string()) +
+                         "; files it does not list use" + inferredText;
+  } else if (!flags->configureError.empty()) {
+    flags->description = "no compile_commands.json found; configuring the CMake project " + top + carriedText +
+                         " failed (" + flags->configureError + "); inferred flags:" + inferredText;
+  } else {
     flags->description = "no compile_commands.json found (pass -p DIR); inferred flags:" + inferredText;
+  }
+  if (json)
+    for (const std::string &file : json->getAllFiles()) {
+      llvm::SmallString<256> normal(file);
+      path::remove_dots(normal, /*remove_dot_dot=*/true);
+      flags->databaseFiles.insert(std::string(normal));
+    }
   if (torch.empty())
     flags->description += "\nacc-migrate: torch headers not found: pass --torch DIR, set Torch_DIR, or run scripts/setup";
   flags->database = std::make_unique<FallbackDatabase>(std::move(json), std::move(fixed));

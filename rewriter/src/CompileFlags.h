@@ -1,19 +1,40 @@
-// Where compiler flags come from: compile_commands.json when there is one, otherwise flags inferred
-// for libtorch (the torch include directories and -std=c++17), plus the user's `-- <args>`.
+// Where compiler flags come from: compile_commands.json when there is one (-p, found above the
+// inputs, or in the user's own build directory of the CMake project), else a temporary configure of
+// that project (with the package locations of the user's build directory), otherwise flags inferred
+// for libtorch (the torch include directories and -std=c++17); plus the user's `-- <args>`.
 #pragma once
 #include "Options.h"
 
 #include <clang/Tooling/CompilationDatabase.h>
 #include <memory>
+#include <set>
 #include <string>
 
 namespace accmigrate {
+
+// A find_package call of the project that found nothing in acc-migrate's configure of it.
+struct MissedPackage {
+  std::string name;
+  std::string file;  // the CMakeLists.txt calling it
+  unsigned line = 0;
+};
 
 struct CompileFlags {
   ~CompileFlags();  // removes temporaryBuildDir
   std::unique_ptr<clang::tooling::CompilationDatabase> database;
   std::string description;  // one line for the user: where the flags came from
   std::string temporaryBuildDir;  // a CMake configure made for this run; its commands run there
+
+  // Where the sources' flags came from, for the advice on a file that then does not parse.
+  enum class Origin { Database, Configured, Inferred };
+  Origin origin = Origin::Inferred;
+  std::string databaseDir;   // Database: the directory of its compile_commands.json
+  std::set<std::string> databaseFiles;  // the files the database lists (others get inferred flags)
+  std::string projectTop;    // the CMake project around the sources (cmake::Project::enclosing); "" when none
+  std::string userBuildDir;  // the user's build directory of that project; "" when there is none
+  std::vector<std::string> carried;  // names of the package locations carried from it into the configure
+  std::string configureError;        // the configure failed (Inferred): CMake's first error lines
+  std::vector<MissedPackage> missedPackages;
 };
 
 // Builds the database for `sources` (of options.inputs): -p, a compile_commands.json found above the

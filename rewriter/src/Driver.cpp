@@ -67,6 +67,9 @@ class RulesAction : public ASTFrontendAction {
   RulesAction(const DriverConfig &config, UnitResult &out) : config_(config), out_(out) {}
   bool BeginInvocation(CompilerInstance &ci) override {
     ci.getFrontendOpts().SkipFunctionBodies = true;  // where RulesConsumer says so
+    // No "1 error generated." on stderr (clang prints it after an action, unless carets are off):
+    // the file is named with its first error in the summary (FirstError).
+    ci.getDiagnosticOpts().ShowCarets = false;
     return true;
   }
   std::unique_ptr<ASTConsumer> CreateASTConsumer(CompilerInstance &ci, StringRef) override {

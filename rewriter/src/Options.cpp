@@ -19,12 +19,20 @@ Prints the change as a unified diff (stdout) and what needs review (stderr); not
 --in-place or --output-dir is given. Directories are searched for C++ sources (.cpp .cc .cxx); headers
 of the project are rewritten through the sources that include them.
 
-Compiler flags come from compile_commands.json (-p DIR, or found in build/ above the inputs); files it
-does not list get flags inferred for libtorch (-std=c++17 and the torch include directories of
---torch, $Torch_DIR or the project venv $ACC_VENV), plus everything after `--`.
+Compiler flags come from compile_commands.json: -p DIR, found in or above the inputs (or in build/
+there), or in your build directory of the CMake project that builds them (build/, build-*,
+cmake-build-*, out/, out/build/*); else from configuring that project in a temporary directory, with
+the package locations your build directory's CMakeCache.txt holds (CMAKE_PREFIX_PATH, <Pkg>_DIR...);
+files none of these list get flags inferred for libtorch (-std=c++17 and the torch include
+directories of --torch, $Torch_DIR or the project venv $ACC_VENV); plus everything after `--`. A
+header not found is named with the package most likely to provide it and the commands that pass it.
+
+When it makes a CMake project find_package(acc), it prints the line that configures the project with
+this acc (-Dacc_DIR=<the directory holding accConfig.cmake>).
 
 Exit status: 0 every file was handled; 1 some file could not be parsed or migrated (it is left
-byte-identical and the others are still migrated); 2 usage error.
+byte-identical, named with clang's first error and whether its text has training code; the others
+are still migrated); 2 usage error.
 )";
 
 std::optional<int> parseOptions(int argc, const char **argv, Options &out) {

@@ -44,6 +44,12 @@ bool writeJsonReport(const RunSummary &run, const std::string &file, std::string
   for (const UnitResult &unit : run.units) {
     json::Object entry{{"path", unit.mainFile}, {"status", unit.parsed ? "parsed" : "failed"}};
     if (!unit.parsed) entry["diagnostic"] = unit.diagnostic;
+    for (const ParseFailure &failure : run.failures) {
+      if (failure.unit != &unit) continue;
+      // Read from its text: it did not parse.
+      entry["training_code"] = json::Array(failure.trainingCode);
+      if (!failure.missingHeader.empty()) entry["missing_header"] = failure.missingHeader;
+    }
     files.push_back(std::move(entry));
   }
   json::Array changes;
@@ -59,10 +65,13 @@ bool writeJsonReport(const RunSummary &run, const std::string &file, std::string
     findings.push_back(json::Object{{"path", f.file}, {"line", f.line}, {"column", f.column}, {"rule", f.rule},
                                     {"level", levelName(f.level)}, {"reason", f.reason},
                                     {"suggestion", f.suggestion}});
-  size_t failed = std::count_if(run.units.begin(), run.units.end(), [](const UnitResult &u) { return !u.parsed; });
+  size_t failed = run.failures.size();
+  size_t training = std::count_if(run.failures.begin(), run.failures.end(),
+                                  [](const ParseFailure &f) { return !f.trainingCode.empty(); });
   json::Object report{{"tool", "acc-migrate"},
                       {"summary", json::Object{{"translation_units", int64_t(run.units.size())},
                                                {"failed", int64_t(failed)},
+                                               {"failed_with_training_code", int64_t(training)},
                                                {"files_changed", int64_t(run.changes.size())},
                                                {"findings", int64_t(run.findings.size())}}},
                       {"units", std::move(files)},

@@ -1,6 +1,7 @@
 // Machine-readable results: a JSON report of the run, and SARIF 2.1.0 for code-review tools.
 #pragma once
 #include "Output.h"
+#include "ParseFailures.h"
 #include "Result.h"
 #include "Rule.h"
 
@@ -13,6 +14,7 @@ struct RunSummary {
   std::vector<UnitResult> units;
   std::vector<FileChange> changes;
   std::vector<Finding> findings;  // deduplicated, sorted
+  std::vector<ParseFailure> failures;  // the units that did not parse
 };
 
 bool writeJsonReport(const RunSummary &run, const std::string &file, std::string &error);

@@ -1,16 +1,20 @@
 // acc-migrate: rewrites single-device libtorch training code for acc and shows the change as a diff.
 // This file wires the stages together: options -> sources -> parse and apply rules -> merge edits ->
 // diff / write / report -> exit code.
+#include "AccPackage.h"
 #include "AcceleratorPlacement.h"
 #include "CompileFlags.h"
 #include "Driver.h"
 #include "Options.h"
 #include "Output.h"
+#include "ParseFailures.h"
 #include "PchCache.h"
 #include "Report.h"
 #include "Rule.h"
+#include "ShellQuote.h"
 #include "UnifiedDiff.h"
 
+#include <llvm/ADT/StringExtras.h>
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/Path.h>
 #include <llvm/Support/Process.h>
@@ -84,7 +88,10 @@ std::string displayPath(const std::string &file) {
   llvm::SmallString<256> cwd;
   fs::current_path(cwd);
   llvm::SmallString<256> shown(file);
-  if (path::replace_path_prefix(shown, cwd, "")) return path::relative_path(shown).str();
+  if (path::replace_path_prefix(shown, cwd, "")) {
+    std::string relative = path::relative_path(shown).str();
+    return relative.empty() ? "." : relative;
+  }
   return file;
 }
 
@@ -130,6 +137,44 @@ void warnSelectionLeftOut(const std::string &spec, const std::vector<UnitResult>
                  << " changed nothing here, where the default rules make " << unit.leftOut.edits << " edit(s) and "
                  << unit.leftOut.findings << " finding(s) (" << rules
                  << "); `+name` adds a rule to the defaults, `-name` removes one (--rules=-device-move)\n";
+  }
+}
+
+// cmake-link made these projects find acc (the directories of the CMakeLists.txt it gave
+// find_package(acc)): the line that configures each with this acc, whose package config the
+// project's CMake would not otherwise find (or would find another acc's).
+void printAccConfigureLines(const std::vector<FileChange> &changes, const Options &options, const std::string &base,
+                            const CompileFlags &flags, const char *argv0) {
+  std::vector<std::string> tops;
+  for (const FileChange &change : changes)
+    if (path::filename(change.path) == "CMakeLists.txt" &&
+        std::any_of(change.edits.begin(), change.edits.end(),
+                    [](const Edit &e) { return llvm::StringRef(e.text).contains("find_package(acc"); }))
+      tops.push_back(path::parent_path(change.path).str());
+  if (tops.empty()) return;
+  AccPackage acc = findAccPackage(argv0);
+  bool dryRun = !options.inPlace && options.outputDir.empty();
+  for (const std::string &top : tops) {
+    std::string where = top;
+    if (!options.outputDir.empty()) {
+      llvm::SmallString<256> mirrored(top);
+      path::replace_path_prefix(mirrored, base, "");
+      llvm::SmallString<256> copy(absolute(options.outputDir));
+      if (!path::relative_path(mirrored).empty()) path::append(copy, path::relative_path(mirrored));
+      where = std::string(copy);
+    }
+    // The user's own build directory, configured again, keeps the options it was made with.
+    bool ownBuild = options.outputDir.empty() && !flags.userBuildDir.empty() && flags.projectTop == top;
+    std::string build = ownBuild ? flags.userBuildDir : where + "/build";
+    std::string configure = "cmake -S " + shellQuote(displayPath(where)) + " -B " + shellQuote(displayPath(build)) +
+                            " -Dacc_DIR=" + (acc.dir.empty() ? acc.installedDir : shellQuote(acc.dir));
+    llvm::errs() << "acc-migrate: the migrated project " << displayPath(where) << " calls find_package(acc)";
+    if (acc.dir.empty())
+      llvm::errs() << ", but " << acc.missing << "; then configure it (with the options you build it with):\n";
+    else
+      llvm::errs() << (dryRun ? "; once written (--in-place or --output-dir), configure" : "; configure")
+                   << " it with this acc (and the options you build it with):\n";
+    llvm::errs() << "    " << configure << "\n";
   }
 }
 
@@ -188,6 +233,7 @@ int main(int argc, const char **argv) {
 
   RunSummary run;
   run.units = runUnits(sources, config);
+  run.failures = describeFailures(run.units);
   applyAcceleratorPlacement(run.units);  // one accelerator across all units, before their edits merge
   for (const UnitResult &unit : run.units) run.findings.insert(run.findings.end(), unit.findings.begin(), unit.findings.end());
   run.changes = mergeEdits(run.units, run.findings);
@@ -209,8 +255,8 @@ int main(int argc, const char **argv) {
   // then starts where they do.
   std::vector<std::string> bases = roots;
   for (const FileChange &change : run.changes) bases.push_back(path::parent_path(change.path).str());
-  if (!options.outputDir.empty() &&
-      !writeOutputDir(run.changes, roots, commonBase(bases), absolute(options.outputDir), error)) {
+  std::string base = commonBase(bases);
+  if (!options.outputDir.empty() && !writeOutputDir(run.changes, roots, base, absolute(options.outputDir), error)) {
     llvm::errs() << "acc-migrate: error: " << error << "\n";
     status = ExitSomeFilesFailed;
   }
@@ -229,19 +275,27 @@ int main(int argc, const char **argv) {
   for (const Finding &f : run.findings)
     llvm::errs() << displayPath(f.file) << ":" << f.line << ":" << f.column << ": " << f.rule << ": " << f.reason
                  << "; " << f.suggestion << "\n";
-  size_t failed = 0, edits = 0;
-  for (const UnitResult &unit : run.units)
-    if (!unit.parsed) {
-      ++failed;
-      llvm::errs() << displayPath(unit.mainFile) << ": not migrated (left unchanged): " << unit.diagnostic << "\n";
-    }
+  // Each source that did not parse, with clang's first error and, since its edits are missing from
+  // the migration, what its text shows of training code; then how to pass the headers not found.
+  for (const ParseFailure &failure : run.failures) {
+    llvm::errs() << displayPath(failure.unit->mainFile) << ": not migrated (left unchanged): " << failure.unit->diagnostic;
+    if (!failure.trainingCode.empty())
+      llvm::errs() << "; its text has training code (" << llvm::join(failure.trainingCode, ", ")
+                   << "), whose migration is missing";
+    llvm::errs() << "\n";
+  }
+  llvm::errs() << missingHeaderAdvice(run.failures, *flags, options.inputs, displayPath);
+  size_t failed = run.failures.size(), edits = 0;
   warnFsdpUnitsNotFound(options.fsdpUnits, run.units, failed);
   warnSelectionLeftOut(options.rules, run.units);
   for (const FileChange &change : run.changes) edits += change.edits.size();
   llvm::errs() << "acc-migrate: " << run.changes.size() << " file(s) changed (" << edits << " edit(s)), "
-               << sources.size() - failed << " of " << sources.size() << " source(s) parsed, " << failed
-               << " failed; " << run.findings.size() << " finding(s) to review"
+               << sources.size() - failed << " of " << sources.size() << " source(s) parsed, "
+               << failureSummary(run.failures, displayPath) << "; " << run.findings.size() << " finding(s) to review"
                << (options.inPlace || !options.outputDir.empty() ? "" : "; dry run: nothing written") << "\n";
+  printAccConfigureLines(run.changes, options, base, *flags, argv[0]);
+  // A file that did not parse may hold training code (or a caller of it) whose migration is missing:
+  // the run did not do what was asked, whatever the other files got.
   if (failed) status = ExitSomeFilesFailed;
   return status;
 }
