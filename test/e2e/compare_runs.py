@@ -130,6 +130,9 @@ def main():
     parser.add_argument("process_batch")
     parser.add_argument("--data")
     args = parser.parse_args()
+    # Each run has a directory of its own as its working directory.
+    args.launch, args.original, args.migrated = (os.path.abspath(p) for p in (args.launch, args.original,
+                                                                              args.migrated))
 
     work = tempfile.mkdtemp(prefix="acc-e2e-")
     try:
