@@ -36,11 +36,14 @@ enum Fact : unsigned {
   // Counts whose comparisons were rewritten to run on gathered tensors: divided by the dataset's size,
   // they are right as written (nothing left to report there).
   GatheredCounts = 1u << 5,
+  // File writes (std::ofstream openings, create_directories) that write-on-main-process rewrote to
+  // happen on the main process, or reported with the lines to write (nothing left to report there).
+  HandledWrites = 1u << 6,
 };
 using FactSet = unsigned;
 
 constexpr Fact kAllFacts[] = {AcceleratorUsers, AcceleratorOptions, PreparedModels, FilesUsingAcc,
-                              RewrittenPrints, GatheredCounts};
+                              RewrittenPrints, GatheredCounts, HandledWrites};
 
 // The name of a fact in messages and docs: "accelerator-users".
 const char *factName(Fact fact);
@@ -54,6 +57,7 @@ struct Facts {
   std::set<clang::SourceLocation> rewrittenPrints;  // where each rewritten statement begins
   // Where each gathered count is declared: one place for a template's variable and its instantiations'.
   std::set<clang::SourceLocation> gatheredCounts;
+  std::set<clang::SourceLocation> handledWrites;  // where each write begins (the construction, the call)
 };
 
 }  // namespace accmigrate

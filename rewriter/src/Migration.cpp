@@ -286,6 +286,16 @@ bool Migration::isGatheredCount(const VarDecl *count) {
   return facts_.gatheredCounts.count(count->getLocation()) > 0;
 }
 
+void Migration::noteHandledWrite(SourceLocation write) {
+  access(HandledWrites, /*write=*/true);
+  facts_.handledWrites.insert(write);
+}
+
+bool Migration::isHandledWrite(SourceLocation write) {
+  access(HandledWrites, /*write=*/false);
+  return facts_.handledWrites.count(write) > 0;
+}
+
 void runRules(ASTContext &ctx, const ProjectScope &scope, const std::vector<const Rule *> &rules,
               UnitResult &out, const RuleSettings &settings) {
   Migration migration(ctx, scope, out, settings);

@@ -128,6 +128,9 @@ class Migration {
   // gathered-counts: local counts whose `.eq(...)` operands are now gathered (gather_for_metrics).
   void noteGatheredCount(const clang::VarDecl *count);
   bool isGatheredCount(const clang::VarDecl *count);
+  // handled-writes: file writes (by where they begin) that write-on-main-process rewrote or reported.
+  void noteHandledWrite(clang::SourceLocation write);
+  bool isHandledWrite(clang::SourceLocation write);
 
  private:
   class Callback;

@@ -15,6 +15,7 @@ void registerDeviceMove(Migration &);
 void registerOptimizerDeclaration(Migration &);
 void registerSchedulerDeclaration(Migration &);
 void registerSaveOnMainProcess(Migration &);
+void registerWriteOnMainProcess(Migration &);
 void registerGatherForMetrics(Migration &);
 void registerFsdpUnits(Migration &);
 void registerPrintOnMainProcess(Migration &);
@@ -38,13 +39,15 @@ const char *factName(Fact fact) {
     case FilesUsingAcc: return "files-using-acc";
     case RewrittenPrints: return "rewritten-prints";
     case GatheredCounts: return "gathered-counts";
+    case HandledWrites: return "handled-writes";
   }
   return "?";
 }
 
 // Facts, shortened for the table below.
 constexpr FactSet kUsers = AcceleratorUsers, kOptions = AcceleratorOptions, kPrepared = PreparedModels,
-                  kAcc = FilesUsingAcc, kPrints = RewrittenPrints, kGathered = GatheredCounts, kNone = 0;
+                  kAcc = FilesUsingAcc, kPrints = RewrittenPrints, kGathered = GatheredCounts,
+                  kWrites = HandledWrites, kNone = 0;
 
 const std::vector<Rule> &allRules() {
   // name, summary, on by default, produces, consumes, registerMatchers
@@ -65,8 +68,13 @@ const std::vector<Rule> &allRules() {
        registerOptimizerDeclaration},
       {"scheduler-declaration", "LR schedulers are created as acc::Scheduler<T>", true, kOptions | kAcc, kNone,
        registerSchedulerDeclaration},
-      {"save-on-main-process", "torch::save(...) runs after wait_for_everyone() on the main process only", true,
-       kUsers | kAcc, kNone, registerSaveOnMainProcess},
+      {"save-on-main-process",
+       "torch::save(...) runs on the main process only (barriers where every process gets to); a prepared model's "
+       "becomes accelerator.save_model",
+       true, kUsers | kAcc, kPrepared, registerSaveOnMainProcess},
+      {"write-on-main-process",
+       "std::ofstream files are opened, and create_directories runs, on the main process only (a barrier after it)",
+       true, kWrites | kUsers | kAcc, kNone, registerWriteOnMainProcess},
       {"gather-for-metrics", "count += a.eq(b).sum().item<T>() in loader loops gathers a and b (gather_for_metrics)",
        false, kGathered | kUsers | kAcc, kNone, registerGatherForMetrics},
       {"fsdp-units", "the forward of each --fsdp-units module type starts with acc::ForwardHooksGuard (FSDP units)",
@@ -76,7 +84,7 @@ const std::vector<Rule> &allRules() {
       {"print-in-loop", "reports std::cout/printf in training loops (they print once per process)", true, kNone,
        kUsers | kPrints, registerPrintInLoop},
       {"every-rank-side-effect", "reports file writes and whole-dataset progress counts that every process does",
-       true, kNone, kUsers, registerEveryRankSideEffect},
+       true, kNone, kUsers | kWrites, registerEveryRankSideEffect},
       {"no-data-loader", "reports training loops that batch without a DataLoader (every process gets all data)", true,
        kNone, kNone, registerNoDataLoader},
       {"out-of-scope", "reports training code out of reach: project headers outside the scope, backward not migrated",

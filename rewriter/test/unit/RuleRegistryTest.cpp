@@ -59,7 +59,7 @@ TEST(RuleRegistry, ListsEachRuleOnceWithAnExplanationAndASetUp) {
     EXPECT_EQ(findRule(name), rule) << name;
   }
   EXPECT_EQ(findRule("nope"), nullptr);
-  EXPECT_EQ(allRules().size(), 20u);  // a new rule: a line here, a lit test, a row in docs/migrate.md
+  EXPECT_EQ(allRules().size(), 21u);  // a new rule: a line here, a lit test, a row in docs/migrate.md
 }
 
 TEST(RuleRegistry, FinalizersAreAlwaysPresentAndCannotBeSelected) {
@@ -158,6 +158,7 @@ TEST(RuleRegistry, FactNamesAreStable) {
   EXPECT_STREQ(factName(PreparedModels), "prepared-models");
   EXPECT_STREQ(factName(FilesUsingAcc), "files-using-acc");
   EXPECT_STREQ(factName(RewrittenPrints), "rewritten-prints");
+  EXPECT_STREQ(factName(HandledWrites), "handled-writes");
 }
 
 // Every rule declares its facts, and they connect: whatever a rule or finalizer consumes, something
@@ -183,7 +184,7 @@ TEST(RuleRegistry, EachRuleDeclaresFactsThatConnect) {
   EXPECT_EQ(findRule("include-acc")->consumes, FactSet(FilesUsingAcc));
   EXPECT_EQ(findRule("cmake-link")->consumes, FactSet(FilesUsingAcc));
   for (const char *writer : {"data-loader", "backward", "clip-grad", "device-declaration", "prepare", "device-move",
-                             "save-on-main-process", "gather-for-metrics"})
+                             "save-on-main-process", "write-on-main-process", "gather-for-metrics"})
     EXPECT_EQ(findRule(writer)->produces & (AcceleratorUsers | FilesUsingAcc), FactSet(AcceleratorUsers | FilesUsingAcc))
         << writer;
   // Reports only: no facts either way.
@@ -194,9 +195,12 @@ TEST(RuleRegistry, EachRuleDeclaresFactsThatConnect) {
   // A report that leaves out the counts the opt-in gather-for-metrics rewrote.
   EXPECT_EQ(findRule("dataset-size-division")->produces, 0u);
   EXPECT_EQ(findRule("dataset-size-division")->consumes, FactSet(GatheredCounts));
-  // A report on the functions that use the accelerator.
+  // A report on the functions that use the accelerator, less what write-on-main-process handled.
   EXPECT_EQ(findRule("every-rank-side-effect")->produces, 0u);
-  EXPECT_EQ(findRule("every-rank-side-effect")->consumes, FactSet(AcceleratorUsers));
+  EXPECT_EQ(findRule("every-rank-side-effect")->consumes, FactSet(AcceleratorUsers | HandledWrites));
+  EXPECT_EQ(findRule("write-on-main-process")->produces & HandledWrites, FactSet(HandledWrites));
+  // A prepared model's save becomes accelerator.save_model.
+  EXPECT_EQ(findRule("save-on-main-process")->consumes, FactSet(PreparedModels));
 }
 
 }  // namespace
