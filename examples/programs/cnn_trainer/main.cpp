@@ -23,7 +23,7 @@ int main(int argc, char **argv) {
                               torch::nn::Linear(16 * 4 * 4, 4), torch::nn::LogSoftmax(1));
   model->to(device);
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.02).momentum(0.9));
-  torch::optim::StepLR scheduler(optimizer, /*step_size=*/2, /*gamma=*/0.5);
+  torch::optim::StepLR scheduler(optimizer, /*step_size=*/1, /*gamma=*/0.5);
 
   const torch::Tensor patterns = torch::randn({4, 1, 16, 16});
   Shapes train_set(patterns, 512);
