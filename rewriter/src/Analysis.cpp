@@ -13,7 +13,8 @@ namespace accmigrate {
 
 const VarDecl *rootVariable(const Expr *e) {
   while (e) {
-    e = e->IgnoreParenImpCasts();
+    // Temporaries of a class with a destructor (at::Tensor) come bound: `x.to(kF32).to(device)`.
+    for (const Expr *seen = nullptr; seen != e;) seen = e, e = e->IgnoreImplicit()->IgnoreParens();
     if (const auto *ref = dyn_cast<DeclRefExpr>(e)) return dyn_cast<VarDecl>(ref->getDecl());
     if (const auto *member = dyn_cast<MemberExpr>(e)) e = member->getBase();
     else if (const auto *call = dyn_cast<CXXMemberCallExpr>(e)) e = call->getImplicitObjectArgument();

@@ -81,14 +81,18 @@ std::string venvTorch() {
   return "";
 }
 
-// acc/acc.h next to an installed acc-migrate (<prefix>/include) or in the source tree it was built from.
-std::string findAccInclude(const Options &options, const char *argv0) {
-  if (!options.accInclude.empty()) return options.accInclude;
+// The directories acc/acc.h needs: next to an installed acc-migrate (<prefix>/include holds all of
+// acc's headers), or the source tree it was built from (runtime/include, contract/ for
+// acc/environment.h, and the build tree's generated acc/version.h).
+std::vector<std::string> findAccInclude(const Options &options, const char *argv0) {
+  if (!options.accInclude.empty()) return {options.accInclude};
   std::string exe = fs::getMainExecutable(argv0, reinterpret_cast<void *>(&findAccInclude));
   llvm::SmallString<256> dir(path::parent_path(path::parent_path(exe)));
-  for (std::string candidate : {std::string(dir) + "/include", std::string(ACC_SOURCE_DIR) + "/runtime/include"})
-    if (fs::exists(candidate + "/acc/acc.h")) return candidate;
-  return "";
+  std::string installed = std::string(dir) + "/include";
+  if (fs::exists(installed + "/acc/acc.h")) return {installed};
+  std::string source = std::string(ACC_SOURCE_DIR) + "/runtime/include";
+  if (!fs::exists(source + "/acc/acc.h")) return {};
+  return {source, std::string(ACC_SOURCE_DIR) + "/contract", std::string(ACC_GENERATED_INCLUDE_DIR)};
 }
 
 bool buildsAny(const cmake::Project &project, const std::vector<std::string> &sources) {
@@ -199,8 +203,7 @@ std::unique_ptr<CompileFlags> makeCompileFlags(const Options &options, const std
   std::vector<std::string> inferred = {"-std=c++17"};
   std::vector<std::string> torch = torchIncludeDirs(options);
   for (const std::string &dir : torch) inferred.insert(inferred.end(), {"-isystem", dir});
-  std::string acc = findAccInclude(options, argv0);
-  if (!acc.empty()) inferred.insert(inferred.end(), {"-isystem", acc});
+  for (const std::string &acc : findAccInclude(options, argv0)) inferred.insert(inferred.end(), {"-isystem", acc});
   if (!json) {
     // The project's own headers (`#include "model.h"` from another directory): after every other
     // directory, so that they never shadow a system header of the same name.

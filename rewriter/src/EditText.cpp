@@ -45,6 +45,24 @@ CharSourceRange removalRange(CharSourceRange stmt, const SourceManager &sm) {
                                        start.getLocWithOffset(aloneAfter ? end : after));
 }
 
+SourceLocation insertionAfter(const Stmt *stmt, const SourceManager &sm, const LangOptions &lang, bool &ownLine) {
+  CharSourceRange range = statementRange(stmt, sm, lang);
+  if (range.getBegin().isMacroID() || range.getEnd().isMacroID()) return SourceLocation();
+  StringRef buffer = sm.getBufferData(sm.getFileID(range.getEnd()));
+  unsigned end = sm.getFileOffset(range.getEnd());
+  unsigned after = end;
+  while (after < buffer.size() && (buffer[after] == ' ' || buffer[after] == '\t')) ++after;
+  if (buffer.substr(after).startswith("//")) after = buffer.find('\n', after);
+  ownLine = after == StringRef::npos || after == buffer.size() || buffer[after] == '\n' || buffer[after] == '\r';
+  if (!ownLine) return range.getEnd();
+  if (after == StringRef::npos || after == buffer.size()) {  // the last line has no newline
+    ownLine = false;
+    return range.getEnd().getLocWithOffset(buffer.size() - end);
+  }
+  if (buffer[after] == '\r') ++after;
+  return range.getEnd().getLocWithOffset(after + 1 - end);
+}
+
 std::string lineIndent(SourceLocation loc, const SourceManager &sm) {
   loc = sm.getExpansionLoc(loc);
   StringRef buffer = sm.getBufferData(sm.getFileID(loc));

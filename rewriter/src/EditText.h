@@ -24,6 +24,13 @@ clang::CharSourceRange statementRange(const clang::Stmt *stmt, const clang::Sour
 // removed statement leaves no blank line; otherwise widened over the spaces that follow it.
 clang::CharSourceRange removalRange(clang::CharSourceRange stmt, const clang::SourceManager &sm);
 
+// Where a new statement goes after `stmt`, a statement of a block: the start of the next line when
+// the rest of the statement's last line is blank or a `//` comment (`ownLine`: the new statement is
+// written as a line of its own, indent + text + newline), else right after the statement (newline +
+// indent + text). Invalid inside macros.
+clang::SourceLocation insertionAfter(const clang::Stmt *stmt, const clang::SourceManager &sm,
+                                     const clang::LangOptions &lang, bool &ownLine);
+
 // The leading whitespace of the line holding `loc`.
 std::string lineIndent(clang::SourceLocation loc, const clang::SourceManager &sm);
 

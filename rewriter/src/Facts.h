@@ -13,6 +13,7 @@
 #include <clang/Basic/SourceLocation.h>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace clang {
@@ -36,14 +37,17 @@ enum Fact : unsigned {
   // Counts whose comparisons were rewritten to run on gathered tensors: divided by the dataset's size,
   // they are right as written (nothing left to report there).
   GatheredCounts = 1u << 5,
+  // Values a process accumulated over its batches that an inserted `v = accelerator.reduce(v, ...);`
+  // makes the same on every process, with where: after that point they are rank-uniform.
+  ReducedValues = 1u << 6,
   // File writes (std::ofstream openings, create_directories) that write-on-main-process rewrote to
   // happen on the main process, or reported with the lines to write (nothing left to report there).
-  HandledWrites = 1u << 6,
+  HandledWrites = 1u << 7,
 };
 using FactSet = unsigned;
 
 constexpr Fact kAllFacts[] = {AcceleratorUsers, AcceleratorOptions, PreparedModels, FilesUsingAcc,
-                              RewrittenPrints, GatheredCounts, HandledWrites};
+                              RewrittenPrints, GatheredCounts, ReducedValues, HandledWrites};
 
 // The name of a fact in messages and docs: "accelerator-users".
 const char *factName(Fact fact);
@@ -57,6 +61,12 @@ struct Facts {
   std::set<clang::SourceLocation> rewrittenPrints;  // where each rewritten statement begins
   // Where each gathered count is declared: one place for a template's variable and its instantiations'.
   std::set<clang::SourceLocation> gatheredCounts;
+  // The same counts, each variable (instantiations' too) with the end of a gathered increment: after
+  // the last one the count is the same on every process.
+  std::vector<std::pair<const clang::VarDecl *, clang::SourceLocation>> gatheredVars;
+  // Each reduced variable (a template's pattern and its instantiations each) and the point after which
+  // it is uniform.
+  std::vector<std::pair<const clang::VarDecl *, clang::SourceLocation>> reducedValues;
   std::set<clang::SourceLocation> handledWrites;  // where each write begins (the construction, the call)
 };
 

@@ -2,6 +2,7 @@
 
 #include "Analysis.h"
 #include "EditText.h"
+#include "RankDependence.h"
 #include "Rule.h"
 
 #include <clang/AST/ParentMapContext.h>
@@ -276,9 +277,19 @@ bool Migration::isRewrittenPrint(SourceLocation statement) {
   return facts_.rewrittenPrints.count(statement) > 0;
 }
 
-void Migration::noteGatheredCount(const VarDecl *count) {
+void Migration::noteGatheredCount(const VarDecl *count, SourceLocation increment) {
   access(GatheredCounts, /*write=*/true);
   facts_.gatheredCounts.insert(count->getLocation());
+  facts_.gatheredVars.emplace_back(count, increment);
+}
+
+void Migration::assumeUniformValues(RankDependence &ranks) {
+  if (rule_ && (rule_->consumes & GatheredCounts)) {
+    access(GatheredCounts, /*write=*/false);
+    for (auto [count, increment] : facts_.gatheredVars) ranks.assumeUniformAfter(count, increment);
+  }
+  if (rule_ && (rule_->consumes & ReducedValues))
+    for (auto [var, point] : reducedValues()) ranks.assumeUniformAfter(var, point);
 }
 
 bool Migration::isGatheredCount(const VarDecl *count) {
@@ -296,12 +307,48 @@ bool Migration::isHandledWrite(SourceLocation write) {
   return facts_.handledWrites.count(write) > 0;
 }
 
+void Migration::noteReduced(const VarDecl *var, SourceLocation point) {
+  access(ReducedValues, /*write=*/true);
+  facts_.reducedValues.emplace_back(var, point);
+}
+
+const std::vector<std::pair<const VarDecl *, SourceLocation>> &Migration::reducedValues() {
+  access(ReducedValues, /*write=*/false);
+  return facts_.reducedValues;
+}
+
+// Some rule (not a finalizer) edited or reported something in the unit.
+static bool actedByRules(const UnitResult &out) {
+  auto byRule = [](const std::string &name) {
+    const Rule *rule = findRule(name);
+    return rule && !isFinalizer(*rule);
+  };
+  return std::any_of(out.edits.begin(), out.edits.end(), [&](const Edit &e) { return byRule(e.rule); }) ||
+         std::any_of(out.findings.begin(), out.findings.end(), [&](const Finding &f) { return byRule(f.rule); });
+}
+
 void runRules(ASTContext &ctx, const ProjectScope &scope, const std::vector<const Rule *> &rules,
               UnitResult &out, const RuleSettings &settings) {
-  Migration migration(ctx, scope, out, settings);
-  std::vector<const Rule *> steps = rules;
-  for (const Rule &finalizer : allFinalizers()) steps.push_back(&finalizer);
-  migration.run(steps);
+  {
+    Migration migration(ctx, scope, out, settings);
+    std::vector<const Rule *> steps = rules;
+    for (const Rule &finalizer : allFinalizers()) steps.push_back(&finalizer);
+    migration.run(steps);
+  }
+  // A selection without some default rule that does nothing here: would the defaults act? (The unit
+  // is parsed already; matching it again costs a traversal.) Their edits are only counted.
+  if (!leavesOutDefaults(rules) || actedByRules(out)) return;
+  std::vector<const Rule *> defaults;
+  for (const Rule &rule : allRules())
+    if (rule.enabledByDefault) defaults.push_back(&rule);
+  UnitResult scratch;
+  scratch.mainFile = out.mainFile;
+  Migration migration(ctx, scope, scratch, settings);
+  migration.run(defaults);
+  for (const Edit &edit : scratch.edits) out.leftOut.rules.insert(edit.rule);
+  for (const Finding &finding : scratch.findings) out.leftOut.rules.insert(finding.rule);
+  out.leftOut.edits = scratch.edits.size();
+  out.leftOut.findings = scratch.findings.size();
 }
 
 }  // namespace accmigrate

@@ -42,6 +42,8 @@ class ProjectFiles {
   mutable std::map<clang::FileID, bool> cache_;
 };
 
+class RankDependence;
+
 class Migration {
  public:
   Migration(clang::ASTContext &ctx, const ProjectScope &scope, UnitResult &out, RuleSettings settings = {});
@@ -126,8 +128,16 @@ class Migration {
   void noteRewrittenPrint(clang::SourceLocation statement);
   bool isRewrittenPrint(clang::SourceLocation statement);
   // gathered-counts: local counts whose `.eq(...)` operands are now gathered (gather_for_metrics).
-  void noteGatheredCount(const clang::VarDecl *count);
+  // `increment`: where a gathered `count += ...` ends (the count is uniform after its last one).
+  void noteGatheredCount(const clang::VarDecl *count, clang::SourceLocation increment);
   bool isGatheredCount(const clang::VarDecl *count);
+  // The values other rules made the same on every process, told to `ranks`: gathered counts (from their
+  // declaration on) and reduced values (after their reduction), as far as the running rule consumes
+  // those facts.
+  void assumeUniformValues(RankDependence &ranks);
+  // reduced-values: variables an inserted `v = accelerator.reduce(v, ...);` makes uniform after a point.
+  void noteReduced(const clang::VarDecl *var, clang::SourceLocation point);
+  const std::vector<std::pair<const clang::VarDecl *, clang::SourceLocation>> &reducedValues();
   // handled-writes: file writes (by where they begin) that write-on-main-process rewrote or reported.
   void noteHandledWrite(clang::SourceLocation write);
   bool isHandledWrite(clang::SourceLocation write);

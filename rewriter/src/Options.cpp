@@ -49,8 +49,9 @@ std::optional<int> parseOptions(int argc, const char **argv, Options &out) {
   static cl::opt<bool> listRules("list-rules", cl::desc("List the rules and the finalizers, and exit"),
                                  cl::cat(category));
   static cl::opt<std::string> rules("rules", cl::desc("Rules to apply: 'default', 'all', names (--rules=backward: that "
-                                                      "rule alone), '-name' to drop one (e.g. --rules=-device-move, "
-                                                      "--rules=default,print-on-main-process); the finalizers "
+                                                      "rule alone), '+name'/'-name' to add a rule to the defaults or "
+                                                      "drop one from them (--rules=-device-move, "
+                                                      "--rules=+fsdp-units); the finalizers "
                                                       "(create-accelerator, include-acc, cmake-link) always run"),
                                     cl::value_desc("list"), cl::cat(category));
   static cl::opt<std::string> fsdpUnits(

@@ -60,8 +60,11 @@ std::vector<FileChange> mergeEdits(const std::vector<UnitResult> &units, std::ve
 
   std::vector<FileChange> changes;
   for (auto &[file, edits] : byFile) {
-    // Stable: edits at one offset keep the order the rules made them in.
-    std::stable_sort(edits.begin(), edits.end(), [](const Edit &a, const Edit &b) { return a.offset < b.offset; });
+    // Stable: edits at one offset keep the order the rules made them in, insertions before a
+    // replacement that starts there (text inserted at X goes before the text that replaces [X, Y)).
+    std::stable_sort(edits.begin(), edits.end(), [](const Edit &a, const Edit &b) {
+      return a.offset != b.offset ? a.offset < b.offset : (a.length == 0 && b.length != 0);
+    });
     std::vector<Edit> kept;
     for (const Edit &edit : edits) {
       bool duplicate = std::any_of(kept.begin(), kept.end(), [&](const Edit &k) {
@@ -86,12 +89,16 @@ std::vector<FileChange> mergeEdits(const std::vector<UnitResult> &units, std::ve
     FileChange change;
     change.path = file;
     change.before = (*buffer)->getBuffer().str();
-    // Insertions at one offset become one replacement, in rule order.
+    // Edits that touch (insertions at one offset, an insertion at the start or the end of a
+    // replacement) become one replacement, in order: Replacements refuses to order them itself.
     Replacements replacements;
     for (size_t i = 0; i < kept.size();) {
       Edit merged = kept[i++];
-      while (i < kept.size() && kept[i].offset == merged.offset + merged.length && kept[i].length == 0 &&
-             merged.length == 0) merged.text += kept[i++].text;
+      while (i < kept.size() && kept[i].offset == merged.offset + merged.length &&
+             (kept[i].length == 0 || merged.length == 0)) {
+        merged.text += kept[i].text;
+        merged.length += kept[i++].length;
+      }
       if (llvm::Error err = replacements.add(Replacement(file, merged.offset, merged.length, merged.text)))
         llvm::consumeError(std::move(err));
     }

@@ -1,169 +1,34 @@
+// RankDependence's API, which statements every rank reaches (conditions, jumps, callers), and the
+// explanations findings print. See RankDependenceImpl.h for the other parts.
 #include "RankDependence.h"
 
+#include "RankDependenceImpl.h"
 #include "TorchTypes.h"
 
-#include <clang/AST/ExprCXX.h>
 #include <clang/AST/ParentMapContext.h>
-#include <clang/AST/RecursiveASTVisitor.h>
 #include <clang/AST/StmtCXX.h>
-#include <vector>
-
-using namespace clang;
+#include <clang/Lex/Lexer.h>
 
 namespace accmigrate {
-namespace {
 
-const VarDecl *referencedVariable(const Expr *e) {
-  const auto *ref = dyn_cast<DeclRefExpr>(e->IgnoreParens());
-  return ref ? dyn_cast<VarDecl>(ref->getDecl()) : nullptr;
-}
+using namespace rankdep;
 
-// What the body of a function does to its variables: the values written to each (initialiser,
-// assigned values) and those used otherwise than read or stepped (address taken, bound to a
-// reference, a class object's member called), whose writes cannot be followed.
-class Writes : public RecursiveASTVisitor<Writes> {
- public:
-  std::map<const VarDecl *, std::vector<const Expr *>> values;
-  std::set<const VarDecl *> escaped;
-
-  bool shouldVisitTemplateInstantiations() const { return true; }
-  bool shouldVisitImplicitCode() const { return true; }
-
-  bool VisitVarDecl(VarDecl *var) {
-    std::vector<const Expr *> &written = values[var];
-    if (const Expr *init = var->getInit()) written.push_back(init);
-    return true;
-  }
-  bool VisitBinaryOperator(BinaryOperator *op) {
-    if (op->isAssignmentOp()) handle(op->getLHS(), op->getRHS());
-    return true;
-  }
-  bool VisitUnaryOperator(UnaryOperator *op) {
-    if (op->isIncrementDecrementOp()) handle(op->getSubExpr(), nullptr);  // stepped by one: uniform
-    return true;
-  }
-  bool VisitImplicitCastExpr(ImplicitCastExpr *cast) {
-    if (cast->getCastKind() == CK_LValueToRValue) handle(cast->getSubExpr(), nullptr);
-    return true;
-  }
-  bool VisitDeclRefExpr(DeclRefExpr *ref) {
-    const auto *var = dyn_cast<VarDecl>(ref->getDecl());
-    if (var && !handled_.count(ref)) escaped.insert(var);
-    return true;
-  }
-
- private:
-  // A read, a step or (with `value`) an assignment of a variable: visited before the reference.
-  void handle(const Expr *target, const Expr *value) {
-    const auto *ref = dyn_cast<DeclRefExpr>(target->IgnoreParens());
-    if (!ref || !isa<VarDecl>(ref->getDecl())) return;
-    handled_.insert(ref);
-    if (value) values[cast<VarDecl>(ref->getDecl())].push_back(value);
-  }
-  std::set<const DeclRefExpr *> handled_;
-};
-
-// The function whose body declares `var`, seen through lambdas (they share the enclosing function's
-// variables), or null for a global or a member.
-const FunctionDecl *outerFunction(const VarDecl *var) {
-  for (const DeclContext *dc = var->getDeclContext(); dc; dc = dc->getParent()) {
-    const auto *fn = dyn_cast<FunctionDecl>(dc);
-    const auto *method = dyn_cast<CXXMethodDecl>(dc);
-    if (fn && !(method && method->getParent()->isLambda())) return fn;
+const FunctionDecl *RankDependence::Impl::functionAround(const Stmt &s) {
+  for (DynTypedNodeList parents = ctx_.getParents(s); !parents.empty(); parents = ctx_.getParents(parents[0])) {
+    if (const auto *fn = parents[0].get<FunctionDecl>()) return fn;
+    if (const auto *lambda = parents[0].get<LambdaExpr>()) return lambda->getCallOperator();
   }
   return nullptr;
 }
 
-// A type whose values the analysis follows: integral, bool, enum (function parameters), and floating
-// point (locals, which may hold a count's average); references only as `const T&` parameters.
-bool isFollowedType(const VarDecl *var) {
-  QualType type = var->getType();
-  bool parameter = isa<ParmVarDecl>(var);
-  if (type->isReferenceType()) {
-    type = type->getPointeeType();
-    if (!parameter || !type.isConstQualified()) return false;
-  }
-  type = type.getCanonicalType();
-  return type->isIntegralOrEnumerationType() || (!parameter && type->isRealFloatingType());
-}
-
-bool isAcceleratorRankQuery(const Expr *e) {
-  const auto *call = dyn_cast<CXXMemberCallExpr>(e);
-  return call && call->getImplicitObjectArgument() && isAccelerator(call->getImplicitObjectArgument()->getType());
-}
-
-}  // namespace
-
-bool RankDependence::isRankLocal(const Expr *e) {
-  if (!e) return false;
-  e = e->IgnoreParens();
-  if (isTensor(e->getType()) || isAcceleratorRankQuery(e)) return true;
-  if (isa<IntegerLiteral, FloatingLiteral, CXXBoolLiteralExpr, CharacterLiteral, StringLiteral, CXXNullPtrLiteralExpr,
-          UnaryExprOrTypeTraitExpr>(e))
-    return false;
-  if (const auto *ref = dyn_cast<DeclRefExpr>(e)) {
-    if (isa<EnumConstantDecl>(ref->getDecl())) return false;
-    const auto *var = dyn_cast<VarDecl>(ref->getDecl());
-    return !var || !isUniformVariable(var);
-  }
-  // Operators and conversions are uniform when their operands are.
-  if (isa<UnaryOperator, BinaryOperator, AbstractConditionalOperator, CastExpr, ExprWithCleanups,
-          MaterializeTemporaryExpr>(e)) {
-    for (const Stmt *child : e->children())
-      if (const auto *operand = dyn_cast_or_null<Expr>(child); operand && isRankLocal(operand)) return true;
-    return false;
-  }
-  return true;  // calls, members, constructions...: in doubt
-}
-
-bool RankDependence::isUniformVariable(const VarDecl *var) {
-  if (!isFollowedType(var)) return false;
-  const FunctionDecl *fn = outerFunction(var);
-  if (!fn) {  // a global: uniform when it is a constant from uniform values
-    const Expr *init = var->getInit();
-    return var->getType().isConstQualified() && init && !isRankLocal(init);
-  }
-  return !rankLocalVariables(fn).count(var);
-}
-
-const std::set<const VarDecl *> &RankDependence::rankLocalVariables(const FunctionDecl *fn) {
-  auto found = local_.find(fn);
-  if (found != local_.end()) return found->second;  // done, or being computed (see local_)
-  std::set<const VarDecl *> &local = local_[fn];
-  Writes writes;
-  if (fn->getBody()) writes.TraverseStmt(fn->getBody());
-  local = writes.escaped;
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (const auto &[var, values] : writes.values) {
-      if (local.count(var)) continue;
-      for (const Expr *value : values)
-        if (isRankLocal(value)) {
-          local.insert(var);  // `local` stays valid: std::map does not move its values
-          changed = true;
-          break;
-        }
-    }
-  }
-  return local;
-}
-
-const VarDecl *RankDependence::rankLocalVariable(const Expr *e) {
-  if (!e) return nullptr;
-  if (const VarDecl *var = referencedVariable(e); var && !isUniformVariable(var)) return var;
-  for (const Stmt *child : e->children())
-    if (const auto *sub = dyn_cast_or_null<Expr>(child))
-      if (const VarDecl *var = rankLocalVariable(sub)) return var;
-  return nullptr;
-}
-
-const Expr *RankDependence::enclosingCondition(const Stmt &s, const Stmt **body) {
+const Expr *RankDependence::Impl::enclosingCondition(const Stmt &s, const Stmt **body, DynTypedNode *boundary) {
   *body = nullptr;
   DynTypedNode child = DynTypedNode::create(s);
   for (DynTypedNodeList parents = ctx_.getParents(s); !parents.empty(); parents = ctx_.getParents(parents[0])) {
     const DynTypedNode &parent = parents[0];
     if (parent.get<FunctionDecl>() || parent.get<LambdaExpr>()) {
       *body = child.get<Stmt>();
+      *boundary = parent;
       return nullptr;
     }
     const Stmt *from = child.get<Stmt>();
@@ -189,12 +54,13 @@ const Expr *RankDependence::enclosingCondition(const Stmt &s, const Stmt **body)
     } else if (const auto *op = parent.get<BinaryOperator>()) {
       if (op->isLogicalOp() && from == op->getRHS()) condition = op->getLHS();
     }
-    if (condition && isRankLocal(condition)) return condition;
+    Culprit ignored;
+    if (condition && culprit(condition, Mode{}, ignored)) return condition;
   }
   return nullptr;
 }
 
-bool RankDependence::encloses(const Stmt &outer, const Stmt &inner) {
+bool RankDependence::Impl::encloses(const Stmt &outer, const Stmt &inner) {
   for (DynTypedNodeList parents = ctx_.getParents(inner); !parents.empty(); parents = ctx_.getParents(parents[0]))
     if (parents[0].get<Stmt>() == &outer) return true;
   return false;
@@ -237,13 +103,12 @@ void collectJumps(const Stmt *s, std::vector<const Stmt *> &enclosing, std::vect
 
 }  // namespace
 
-const Expr *RankDependence::jumpCondition(const Stmt &s, const Stmt &body) {
+const Expr *RankDependence::Impl::jumpCondition(const Stmt &s, const Stmt &body) {
   std::vector<const Stmt *> enclosing;
   std::vector<Jump> jumps;
   collectJumps(&body, enclosing, jumps);
-  const SourceManager &sm = ctx_.getSourceManager();
   for (const Jump &j : jumps) {
-    bool before = sm.isBeforeInTranslationUnit(j.jump->getBeginLoc(), s.getBeginLoc());
+    bool before = sm_.isBeforeInTranslationUnit(j.jump->getBeginLoc(), s.getBeginLoc());
     bool leavesLoopAroundS = j.leaves && encloses(*j.leaves, s);
     // A break/return that ends a loop around `s` changes how often it runs wherever it is; a
     // continue, or a return outside such loops, skips it when it comes first.
@@ -252,15 +117,253 @@ const Expr *RankDependence::jumpCondition(const Stmt &s, const Stmt &body) {
                                         : before || leavesLoopAroundS;
     if (!skips) continue;
     const Stmt *ignored;
-    if (const Expr *condition = enclosingCondition(*j.jump, &ignored)) return condition;
+    DynTypedNode boundary;
+    if (const Expr *condition = enclosingCondition(*j.jump, &ignored, &boundary)) return condition;
   }
   return nullptr;
 }
 
-const Expr *RankDependence::rankLocalCondition(const Stmt &s) {
+// The rank-local condition deciding `s` in its function, else in any caller: a function (a lambda)
+// whose statement is reached alike on every rank by one call may not be by another, and a
+// collective in it must be reached alike by all. Each function once per question (`seen`), at
+// most kMaxCallerDepth calls up.
+RankDependence::Reach RankDependence::Impl::reach(const Stmt &s, std::set<const void *> &seen, int depth) {
+  constexpr int kMaxCallerDepth = 16;
   const Stmt *body = nullptr;
-  if (const Expr *condition = enclosingCondition(s, &body)) return condition;
-  return body ? jumpCondition(s, *body) : nullptr;
+  DynTypedNode boundary;
+  if (const Expr *condition = enclosingCondition(s, &body, &boundary)) return {condition, {}};
+  if (!body) return {};
+  if (const Expr *condition = jumpCondition(s, *body)) return {condition, {}};
+  if (depth >= kMaxCallerDepth) return {};
+  std::vector<const Expr *> sites;
+  if (const auto *lambda = boundary.get<LambdaExpr>()) {
+    if (!seen.insert(lambda).second) return {};
+    sites = callSites(lambda->getCallOperator());
+    sites.push_back(lambda);  // where it is made: a lambda made under a condition runs under it
+  } else if (const auto *fn = boundary.get<FunctionDecl>()) {
+    if (!seen.insert(functionKey(fn)).second) return {};
+    sites = callSites(fn);
+  }
+  for (const Expr *site : sites) {
+    Reach r = reach(*site, seen, depth + 1);
+    if (r.condition) {
+      r.calls.push_back(site);
+      return r;
+    }
+  }
+  return {};
+}
+
+RankDependence::Reach RankDependence::Impl::reach(const Stmt &s) {
+  std::set<const void *> seen;
+  return reach(s, seen, 0);
+}
+
+std::string RankDependence::Impl::text(const Stmt *s) const {
+  if (!s) return "";
+  CharSourceRange range = CharSourceRange::getTokenRange(sm_.getExpansionRange(s->getSourceRange()).getAsRange());
+  std::string t = Lexer::getSourceText(range, sm_, ctx_.getLangOpts()).str();
+  std::string flat;
+  for (char ch : t) {  // one line: runs of whitespace become one space
+    bool space = ch == ' ' || ch == '\n' || ch == '\t' || ch == '\r';
+    if (space && (flat.empty() || flat.back() == ' ')) continue;
+    flat += space ? ' ' : ch;
+  }
+  if (flat.size() > 60) flat = flat.substr(0, 57) + "...";
+  return flat;
+}
+
+namespace {
+// "`train`", "a lambda".
+std::string functionName(const DeclContext *dc) {
+  const auto *fn = dyn_cast<FunctionDecl>(dc);
+  if (!fn) return "a function";
+  return isLambdaOperator(fn) ? "a lambda" : "`" + nameOf(fn) + "`";
+}
+
+std::string phrase(const Culprit &c) {
+  switch (c.why) {
+    case Why::Variable:
+      return "";
+    case Why::Tensor:
+      return "a tensor, which differs between processes";
+    case Why::ProcessIndex:
+      return "the process index, which differs between processes";
+    case Why::OneProcess:
+      return "true on one process only";
+    case Why::Accelerator:
+      return "a value of this process's accelerator";
+    case Why::LaunchVariable:
+      return "the launch variable " + c.detail + ", which differs between processes";
+    case Why::DynamicGetenv:
+      return "an environment variable whose name is not a literal";
+    case Why::Batch:
+      return "a batch of the data loader, which differs between processes";
+    case Why::Random:
+      return "a random number";
+    case Why::Time:
+      return "the time";
+    case Why::Thread:
+      return "a property of the thread";
+    case Why::FileSystem:
+      return "the file system's state, which another process may change";
+    case Why::Stdin:
+      return "standard input, which launchers give to one process only";
+    case Why::FileAfterTraining:
+      return "read from a file after " + c.detail + ": another process may have written it";
+    case Why::Address:
+      return "an address, which differs between processes";
+    case Why::Global:
+      return "a global variable that is not a constant";
+    case Why::ThisMember:
+      return "a member of the object, which acc-migrate does not follow here";
+    case Why::ProjectCall:
+      return "returned by " + c.detail;
+    case Why::UnknownCall:
+      return "the result of " + c.detail + ", which acc-migrate does not follow";
+    case Why::Recursion:
+      return "a recursive call, which acc-migrate does not follow";
+    case Why::Doubt:
+      return "which acc-migrate cannot show to be the same on every process";
+  }
+  return "";
+}
+}  // namespace
+
+std::string RankDependence::Impl::explain(const Expr *e, Mode m) {
+  // A culprit spelled as `e` (`e` without its conversions and temporaries) needs no "depends on".
+  auto same = [](const Expr *a, const Expr *b) { return a == b || a->getSourceRange() == b->getSourceRange(); };
+  Culprit c;
+  if (!e || !culprit(e, m, c)) return "";
+  std::string out = "`" + text(e) + "`";
+  auto at = [this](const Stmt *s) { return " (line " + std::to_string(line(s->getBeginLoc())) + ")"; };
+  std::set<const VarDecl *> seen;
+  std::string dependsOn = " depends on ";
+  // Each step: `c` is what makes `e` rank-local in mode `m`.
+  for (int step = 0; step < 8; ++step) {
+    if (step > 0) dependsOn = ", which depends on ";
+    if (c.why != Why::Variable) {
+      if (!same(c.expr, e)) out += dependsOn + "`" + text(c.expr) + "`" + at(c.expr);
+      out += ", " + phrase(c);
+      if (c.why != Why::ProjectCall || !c.next) return out;
+      out += ", whose returned `" + text(c.next) + "`" + at(c.next);
+      e = c.next;
+      m = c.nextMode;
+      if (!culprit(e, m, c)) return out;
+      continue;
+    }
+    const auto *ref = dyn_cast<DeclRefExpr>(c.expr);
+    const auto *me = dyn_cast<MemberExpr>(c.expr);
+    const VarDecl *var = ref  ? dyn_cast<VarDecl>(ref->getDecl())
+                         : me ? dyn_cast<VarDecl>(me->getMemberDecl())
+                              : nullptr;
+    if (!var || !seen.insert(var).second) return out;
+    if (!same(c.expr, e)) out += dependsOn + "`" + var->getNameAsString() + "`";
+    if (!outerFunction(var)) {
+      bool input = var->getName() == "cin" || var->getName() == "wcin";
+      Culprit global;
+      global.why = input ? Why::Stdin : Why::Global;
+      return out + ", " + phrase(global);
+    }
+    std::optional<Cause> cause = variableCause(var, m);
+    if (!cause) return out;
+    switch (cause->kind) {
+      case Cause::Write: {
+        const Write &w = *cause->write;
+        if (w.kind == Write::Escape) {
+          // The expression through which it escapes: `&x`, `f(x)`, `model->forward(x)`.
+          const Expr *user = w.expr;
+          for (int up = 0; up < 8; ++up) {
+            auto parents = ctx_.getParents(*user);
+            const auto *parent = parents.empty() ? nullptr : parents[0].get<Expr>();
+            if (!parent) break;
+            const auto *op = dyn_cast<CXXOperatorCallExpr>(user);
+            bool path = isa<MemberExpr, ImplicitCastExpr, ParenExpr>(user) || (op && op->getOperator() == OO_Arrow);
+            if (!path && user != w.expr) break;
+            user = parent;
+          }
+          return out + ", whose writes acc-migrate cannot follow (`" + text(user) + "`" + at(user) + " may change it)";
+        }
+        if (w.kind == Write::OutArgument) return out + ", written by `" + text(w.expr) + "`" + at(w.expr);
+        out += (w.kind == Write::Element ? ", an element of `" : ", computed from `") + text(w.expr) + "`" + at(w.expr);
+        e = w.expr;
+        m = cause->mode;
+        if (!writeRankLocal(w, m, c)) return out;
+        if (w.kind == Write::Element && c.why == Why::Batch) return out + ", " + phrase(c);
+        continue;
+      }
+      case Cause::Argument:
+        out += ", a parameter of " + functionName(var->getDeclContext());
+        if (!cause->argument) return out + " called without it";
+        out += ", passed `" + text(cause->argument) + "`" + at(cause->argument);
+        e = cause->argument;
+        m = cause->mode;
+        if (!culprit(e, m, c)) return out;
+        continue;
+      case Cause::ParameterType:
+        return out + ", a parameter of " + functionName(var->getDeclContext()) +
+               " whose callers acc-migrate does not see (only integral, bool and enum parameters are taken as the "
+               "same on every process)";
+      case Cause::LambdaParameter:
+        return out + ", a parameter of a lambda that is not called directly";
+      case Cause::Assumed:
+        return out + ", a parameter given a value that differs between processes";
+      case Cause::Recursion:
+        return out + ", which acc-migrate does not follow (recursion)";
+    }
+  }
+  return out;
+}
+
+void RankDependence::Impl::assume(const VarDecl *var, SourceLocation point) {
+  assumptions_.push_back({var->getLocation(), var->getNameAsString(), point});
+  // What was computed may have counted references after the point as rank-local.
+  locals_.clear();
+  summaries_.clear();
+}
+
+RankDependence::RankDependence(ASTContext &ctx) : impl_(std::make_unique<Impl>(ctx)) {}
+RankDependence::RankDependence(RankDependence &&) noexcept = default;
+RankDependence::~RankDependence() = default;
+
+bool RankDependence::isRankLocal(const Expr *e) {
+  Culprit c;
+  return impl_->culprit(e, Mode{}, c);
+}
+
+const VarDecl *RankDependence::rankLocalVariable(const Expr *e) {
+  Culprit c;
+  if (!impl_->culprit(e, Mode{}, c) || c.why != Why::Variable) return nullptr;
+  if (const auto *ref = dyn_cast<DeclRefExpr>(c.expr)) return dyn_cast<VarDecl>(ref->getDecl());
+  if (const auto *me = dyn_cast<MemberExpr>(c.expr)) return dyn_cast<VarDecl>(me->getMemberDecl());
+  return nullptr;
+}
+
+std::string RankDependence::explain(const Expr *e) { return impl_->explain(e, Mode{}); }
+
+const Expr *RankDependence::rankLocalCondition(const Stmt &s) { return impl_->reach(s).condition; }
+
+RankDependence::Reach RankDependence::rankLocalReach(const Stmt &s) { return impl_->reach(s); }
+
+std::string RankDependence::explainReach(const Stmt &s) {
+  Reach r = impl_->reach(s);
+  if (!r.condition) return "";
+  auto at = [this](const Stmt *node) { return " (line " + std::to_string(impl_->line(node->getBeginLoc())) + ")"; };
+  std::string where = "under `" + impl_->text(r.condition) + "`" + at(r.condition);
+  for (size_t i = 0; i < r.calls.size(); ++i)
+    where += (i == 0 ? (r.calls.size() == 1 ? ", through the call `" : ", through the calls `") : ", `") +
+             impl_->text(r.calls[i]) + "`" + at(r.calls[i]);
+  return where + ": " + impl_->explain(r.condition, Mode{});
+}
+
+void RankDependence::assumeUniformAfter(const VarDecl *var, SourceLocation point) { impl_->assume(var, point); }
+
+bool RankDependence::isPerProcessVariable(StringRef name) {
+  std::string upper = name.upper();
+  for (const char *part : {"RANK", "LOCALID", "PROCID", "NODEID", "NODENAME", "HOST", "LOCAL_SIZE", "LOCAL_WORLD_SIZE",
+                           "VISIBLE_DEVICES", "DEVICE_ORDINAL", "GPUS", "PID", "GTIDS", "CPU_BIND", "LISTEN_FD"})
+    if (upper.find(part) != std::string::npos) return true;
+  return false;
 }
 
 }  // namespace accmigrate

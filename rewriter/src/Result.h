@@ -44,6 +44,12 @@ struct UnitResult {
   // The --fsdp-units names (as given) of which this unit defines a forward with a body (fsdp-units):
   // a name no unit found is warned about once the run is over.
   std::set<std::string> fsdpUnitsFound;
+  // With a --rules selection that leaves out default rules and does nothing in this unit: what the
+  // default rules would have done here (runRules), so that the run can say the selection missed it.
+  struct LeftOut {
+    size_t edits = 0, findings = 0;
+    std::set<std::string> rules;  // the default rules that would have acted
+  } leftOut;
 };
 
 }  // namespace accmigrate

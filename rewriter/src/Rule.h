@@ -47,11 +47,23 @@ const std::vector<Rule> &allFinalizers();
 const Rule *findRule(llvm::StringRef name);
 bool isFinalizer(const Rule &rule);
 
-// Resolves a --rules value ("all", "default", "a,b", "-c", "default,-c,+d") against allRules(): a
-// list that starts with a name selects only the names given (`--rules=backward`: that rule alone), a
-// list that starts with `-name` removes from the default set. Returns false with `error` naming an
-// unknown rule (and the valid names) or a finalizer (which cannot be selected).
+// Resolves a --rules value ("all", "default", "a,b", "-c", "+d", "default,-c,+d") against allRules():
+// a list that starts with a name selects exactly the names given (`--rules=backward`: that rule
+// alone); a list that starts with `+name` or `-name` adds to or removes from the default set
+// (`--rules=+x` is `--rules=default,+x`). Returns false with `error` naming an unknown rule (and the
+// valid names) or a finalizer (which cannot be selected).
 bool selectRules(const std::string &spec, std::vector<const Rule *> &selected, std::string &error);
+
+// What a selection cannot do, for a warning before the run: each selected rule that acts only in
+// functions that use the accelerator (it consumes accelerator-users) when no selected rule produces
+// that fact finds nothing to act on (`--rules=print-on-main-process` alone). One message per such
+// rule, naming the producers to add and the `+name` spelling that adds the rule to the defaults.
+std::vector<std::string> selectionWarnings(const std::vector<const Rule *> &selected);
+
+// The selection differs from the defaults by leaving some default rule out: a file on which the
+// selected rules do nothing is then checked against the defaults (runRules) and named if they would
+// act on it.
+bool leavesOutDefaults(const std::vector<const Rule *> &selected);
 
 // What the settings say about the selection of `spec` (selectRules' result, in `selected`): giving
 // --fsdp-units enables fsdp-units. Returns false with `error` when they disagree: fsdp-units named in

@@ -17,9 +17,10 @@ void registerSchedulerDeclaration(Migration &);
 void registerSaveOnMainProcess(Migration &);
 void registerWriteOnMainProcess(Migration &);
 void registerGatherForMetrics(Migration &);
+void registerReduceMetrics(Migration &);
 void registerFsdpUnits(Migration &);
 void registerPrintOnMainProcess(Migration &);
-void registerPrintInLoop(Migration &);
+void registerPrintOnEveryProcess(Migration &);
 void registerEveryRankSideEffect(Migration &);
 void registerNoDataLoader(Migration &);
 void registerDatasetSizeDivision(Migration &);
@@ -39,6 +40,7 @@ const char *factName(Fact fact) {
     case FilesUsingAcc: return "files-using-acc";
     case RewrittenPrints: return "rewritten-prints";
     case GatheredCounts: return "gathered-counts";
+    case ReducedValues: return "reduced-values";
     case HandledWrites: return "handled-writes";
   }
   return "?";
@@ -47,7 +49,7 @@ const char *factName(Fact fact) {
 // Facts, shortened for the table below.
 constexpr FactSet kUsers = AcceleratorUsers, kOptions = AcceleratorOptions, kPrepared = PreparedModels,
                   kAcc = FilesUsingAcc, kPrints = RewrittenPrints, kGathered = GatheredCounts,
-                  kWrites = HandledWrites, kNone = 0;
+                  kReduced = ReducedValues, kWrites = HandledWrites, kNone = 0;
 
 const std::vector<Rule> &allRules() {
   // name, summary, on by default, produces, consumes, registerMatchers
@@ -68,21 +70,25 @@ const std::vector<Rule> &allRules() {
        registerOptimizerDeclaration},
       {"scheduler-declaration", "LR schedulers are created as acc::Scheduler<T>", true, kOptions | kAcc, kNone,
        registerSchedulerDeclaration},
+      {"gather-for-metrics",
+       "counts over a loader divided by the dataset's size count gathered predictions (gather_for_metrics)", true,
+       kGathered | kUsers | kAcc, kNone, registerGatherForMetrics},
+      {"reduce-metrics", "numbers accumulated over a loader's batches are reduced over processes after the loop",
+       true, kReduced | kUsers | kAcc, kGathered, registerReduceMetrics},
       {"save-on-main-process",
        "torch::save(...) runs on the main process only (barriers where every process gets to); a prepared model's "
        "becomes accelerator.save_model",
-       true, kUsers | kAcc, kPrepared, registerSaveOnMainProcess},
+       true, kUsers | kAcc, kPrepared | kGathered | kReduced, registerSaveOnMainProcess},
       {"write-on-main-process",
        "std::ofstream files are opened, and create_directories runs, on the main process only (a barrier after it)",
-       true, kWrites | kUsers | kAcc, kNone, registerWriteOnMainProcess},
-      {"gather-for-metrics", "count += a.eq(b).sum().item<T>() in loader loops gathers a and b (gather_for_metrics)",
-       false, kGathered | kUsers | kAcc, kNone, registerGatherForMetrics},
+       true, kWrites | kUsers | kAcc, kGathered | kReduced, registerWriteOnMainProcess},
       {"fsdp-units", "the forward of each --fsdp-units module type starts with acc::ForwardHooksGuard (FSDP units)",
        false, kAcc, kNone, registerFsdpUnits},
-      {"print-on-main-process", "std::cout << ... << std::endl in training loops becomes accelerator.print(...)", false,
-       kPrints | kAcc, kUsers, registerPrintOnMainProcess},
-      {"print-in-loop", "reports std::cout/printf in training loops (they print once per process)", true, kNone,
-       kUsers | kPrints, registerPrintInLoop},
+      {"print-on-main-process",
+       "std::cout/printf print once, on the main process, values reduced over processes where they differ", true,
+       kPrints | kAcc, kUsers | kGathered | kReduced, registerPrintOnMainProcess},
+      {"print-on-every-process", "reports prints left printing on every process (what print-on-main-process cannot "
+       "rewrite)", true, kNone, kUsers | kPrints, registerPrintOnEveryProcess},
       {"every-rank-side-effect", "reports file writes and whole-dataset progress counts that every process does",
        true, kNone, kUsers | kWrites, registerEveryRankSideEffect},
       {"no-data-loader", "reports training loops that batch without a DataLoader (every process gets all data)", true,
@@ -90,7 +96,7 @@ const std::vector<Rule> &allRules() {
       {"out-of-scope", "reports training code out of reach: project headers outside the scope, backward not migrated",
        true, kNone, kUsers, registerOutOfScope},
       {"dataset-size-division", "reports counts divided by the whole dataset's size (each process sees a shard)",
-       true, kNone, kGathered, registerDatasetSizeDivision},
+       true, kNone, kGathered | kReduced, registerDatasetSizeDivision},
       {"view-batch-size", "reports view/reshape({batch_size, ...}) on loader batches (batches can be short)", true,
        kNone, kNone, registerViewBatchSize},
       {"static-cuda", "reports static variables created on CUDA (before main and the accelerator)", true, kNone,
@@ -139,8 +145,9 @@ bool selectRules(const std::string &spec, std::vector<const Rule *> &selected, s
   };
   llvm::SmallVector<llvm::StringRef> parts;
   llvm::StringRef(spec).split(parts, ',', -1, /*KeepEmpty=*/false);
-  // A list that starts by removing rules removes them from the default set.
-  if (parts.empty() || parts.front().startswith("-")) setDefault();
+  // A list that starts by adding or removing rules (`+name`, `-name`) changes the default set; one
+  // that starts with a name selects exactly the names given.
+  if (parts.empty() || parts.front().trim().startswith("-") || parts.front().trim().startswith("+")) setDefault();
   for (llvm::StringRef part : parts) {
     part = part.trim();
     bool enable = !part.consume_front("-");
@@ -166,6 +173,39 @@ bool selectRules(const std::string &spec, std::vector<const Rule *> &selected, s
   for (size_t i = 0; i < on.size(); ++i)
     if (on[i]) selected.push_back(&rules[i]);
   return true;
+}
+
+std::vector<std::string> selectionWarnings(const std::vector<const Rule *> &selected) {
+  auto isSelected = [&](const Rule &rule) {
+    return std::find(selected.begin(), selected.end(), &rule) != selected.end();
+  };
+  std::vector<std::string> warnings;
+  for (const Rule *rule : selected)
+    for (Fact fact : kAllFacts) {
+      // Only the fact without which a rule has nothing to act on: it works in the functions that use
+      // the accelerator. Other facts it consumes only refine what it does.
+      if (!(rule->consumes & fact) || fact != AcceleratorUsers) continue;
+      std::string producers;
+      bool produced = false;
+      for (const Rule &other : allRules()) {
+        if (!(other.produces & fact)) continue;
+        produced = produced || isSelected(other);
+        producers += (producers.empty() ? "" : ", ") + std::string(other.name);
+      }
+      if (produced) continue;
+      warnings.push_back(std::string(rule->name) + " acts only in functions that use the accelerator (the fact " +
+                         factName(fact) + "), which no selected rule produces, so it will change nothing; select it "
+                         "with a rule that produces it (" + producers + "), or add it to the default rules with "
+                         "--rules=+" + rule->name);
+      break;  // one message per rule
+    }
+  return warnings;
+}
+
+bool leavesOutDefaults(const std::vector<const Rule *> &selected) {
+  for (const Rule &rule : allRules())
+    if (rule.enabledByDefault && std::find(selected.begin(), selected.end(), &rule) == selected.end()) return true;
+  return false;
 }
 
 // How `spec` names `rule` itself (not through `all`/`default`): +1 to add it (`name`, `+name`), -1 to

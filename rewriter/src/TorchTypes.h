@@ -34,8 +34,13 @@ inline const clang::CXXRecordDecl *moduleClass(clang::QualType t, Holding *h = n
 inline const clang::CXXRecordDecl *optimizerClass(clang::QualType t, Holding *h = nullptr) {
   return heldClass(t, "torch::optim::Optimizer", h);
 }
+// libtorch's LR schedulers: LRScheduler's subclasses, and ReduceLROnPlateauScheduler, which it declares
+// apart (no base; `step(float metric)`).
+constexpr const char *kSchedulerBases[] = {"torch::optim::LRScheduler", "torch::optim::ReduceLROnPlateauScheduler"};
 inline const clang::CXXRecordDecl *schedulerClass(clang::QualType t, Holding *h = nullptr) {
-  return heldClass(t, "torch::optim::LRScheduler", h);
+  for (const char *base : kSchedulerBases)
+    if (const clang::CXXRecordDecl *rd = heldClass(t, base, h)) return rd;
+  return nullptr;
 }
 
 // `e` without the conversions the compiler added (implicit casts, temporaries, converting

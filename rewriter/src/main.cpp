@@ -119,6 +119,20 @@ void warnFsdpUnitsNotFound(const std::vector<std::string> &types, const std::vec
   }
 }
 
+// A --rules selection that leaves out default rules and did nothing in a file where the defaults
+// would have acted (runRules counted it): named, so that an empty diff is not taken for "nothing to do".
+void warnSelectionLeftOut(const std::string &spec, const std::vector<UnitResult> &units) {
+  for (const UnitResult &unit : units) {
+    if (!unit.parsed || unit.leftOut.edits + unit.leftOut.findings == 0) continue;
+    std::string rules;
+    for (const std::string &rule : unit.leftOut.rules) rules += (rules.empty() ? "" : ", ") + rule;
+    llvm::errs() << "acc-migrate: warning: " << displayPath(unit.mainFile) << ": --rules=" << spec
+                 << " changed nothing here, where the default rules make " << unit.leftOut.edits << " edit(s) and "
+                 << unit.leftOut.findings << " finding(s) (" << rules
+                 << "); `+name` adds a rule to the defaults, `-name` removes one (--rules=-device-move)\n";
+  }
+}
+
 int listRules() {
   size_t width = 0;
   for (const std::vector<Rule> *list : {&allRules(), &allFinalizers()})
@@ -147,6 +161,8 @@ int main(int argc, const char **argv) {
     llvm::errs() << "acc-migrate: error: " << error << "\n";
     return ExitUsage;
   }
+  for (const std::string &warning : selectionWarnings(config.rules))
+    llvm::errs() << "acc-migrate: warning: --rules=" << options.rules << ": " << warning << "\n";
   std::vector<std::string> sources = collectSources(options.inputs);
   if (sources.empty()) {
     llvm::errs() << "acc-migrate: error: no C++ sources (.cpp .cc .cxx) under the given paths\n";
@@ -220,6 +236,7 @@ int main(int argc, const char **argv) {
       llvm::errs() << displayPath(unit.mainFile) << ": not migrated (left unchanged): " << unit.diagnostic << "\n";
     }
   warnFsdpUnitsNotFound(options.fsdpUnits, run.units, failed);
+  warnSelectionLeftOut(options.rules, run.units);
   for (const FileChange &change : run.changes) edits += change.edits.size();
   llvm::errs() << "acc-migrate: " << run.changes.size() << " file(s) changed (" << edits << " edit(s)), "
                << sources.size() - failed << " of " << sources.size() << " source(s) parsed, " << failed

@@ -1,12 +1,15 @@
 // create-accelerator is a finalizer: it always runs, on the fact accelerator-users, here produced by
 // backward (the only rule this test selects).
-// RUN: %acc-migrate --rules=backward %s -- %stub-flags | FileCheck %s
+// RUN: %acc-migrate --rules=backward %s | FileCheck %s
 #include <torch/torch.h>
 
 struct NetImpl : torch::nn::Module {
   torch::Tensor forward(torch::Tensor x) { return x; }
 };
-struct Data : torch::data::datasets::Dataset<Data> {};
+struct Data : torch::data::datasets::Dataset<Data> {
+  torch::data::Example<> get(size_t i) override { return {torch::ones({4}), torch::zeros({1})}; }
+  torch::optional<size_t> size() const override { return 16; }
+};
 
 // The loop lives in a function template called from main: main creates the accelerator and
 // passes it; the template takes it as its first parameter.

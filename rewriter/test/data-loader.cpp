@@ -1,7 +1,10 @@
-// RUN: %acc-migrate --rules=data-loader %s -- %stub-flags | FileCheck %s
+// RUN: %acc-migrate --rules=data-loader %s | FileCheck %s
 #include <torch/torch.h>
 
-struct Data : torch::data::datasets::Dataset<Data> {};
+struct Data : torch::data::datasets::Dataset<Data> {
+  torch::data::Example<> get(size_t i) override { return {torch::ones({4}), torch::zeros({1})}; }
+  torch::optional<size_t> size() const override { return 16; }
+};
 using namespace torch::data;
 
 void train() {

@@ -1,4 +1,4 @@
-// RUN: %acc-migrate --rules=device-declaration %s -- %stub-flags 2>%t.err | FileCheck %s
+// RUN: %acc-migrate --rules=device-declaration %s 2>%t.err | FileCheck %s
 // RUN: FileCheck --check-prefix=REPORT %s < %t.err
 #include <torch/torch.h>
 

@@ -1,7 +1,7 @@
-// RUN: %acc-migrate --rules=device-move %s -- %stub-flags | FileCheck --check-prefixes=CHECK,ALONE %s
+// RUN: %acc-migrate --rules=device-move %s | FileCheck --check-prefixes=CHECK,ALONE %s
 // A model's move goes only when an inserted accelerator.prepare places it: device-move consumes the
 // fact prepared-models, which the prepare rule produces.
-// RUN: %acc-migrate --rules=prepare,device-move %s -- %stub-flags | FileCheck --check-prefixes=CHECK,PREPARED %s
+// RUN: %acc-migrate --rules=prepare,device-move %s | FileCheck --check-prefixes=CHECK,PREPARED %s
 #include <torch/torch.h>
 
 struct NetImpl : torch::nn::Module {
@@ -12,7 +12,10 @@ struct NetImpl : torch::nn::Module {
 };
 // CHECK-NOT: {{^}}-    return x.to(torch::kCUDA);
 
-struct Data : torch::data::datasets::Dataset<Data> {};
+struct Data : torch::data::datasets::Dataset<Data> {
+  torch::data::Example<> get(size_t i) override { return {torch::ones({4}), torch::zeros({1})}; }
+  torch::optional<size_t> size() const override { return 16; }
+};
 
 int main() {
   torch::Device device(torch::kCUDA);

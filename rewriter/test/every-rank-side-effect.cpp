@@ -3,7 +3,7 @@
 // dataset, in functions that use the accelerator (the fact accelerator-users), each with the lines
 // to write. Alone, no function uses one, so there is nothing to report:
 // RUN: %acc-migrate --rules=every-rank-side-effect %s 2>&1 | FileCheck --check-prefix=ALONE %s
-// ALONE-NOT: every-rank-side-effect:
+// ALONE-NOT: every-rank-side-effect.cpp:{{[0-9]+}}:{{[0-9]+}}: every-rank-side-effect:
 // With backward, train() uses the accelerator:
 // RUN: %acc-migrate --rules=backward,every-rank-side-effect %s 2>%t.err | FileCheck --check-prefix=DIFF %s
 // RUN: FileCheck %s < %t.err

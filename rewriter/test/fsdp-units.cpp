@@ -2,20 +2,19 @@
 // forward of the named FSDP unit types with acc::ForwardHooksGuard: C++ modules have no forward hooks,
 // and FSDP FULL_SHARD gathers a unit's parameters around its forward through this seam.
 // RUN: %acc-migrate --rules=fsdp-units --fsdp-units=Block,AttentionImpl,net::Head,Scale,Mix,Frozen,Guarded,Missing %s \
-// RUN:   -- %stub-flags 2>%t.err | FileCheck %s
+// RUN:   2>%t.err | FileCheck %s
 // RUN: FileCheck --check-prefix=ERR %s < %t.err
 // Running again on the output changes nothing: a body that declares the guard is left alone.
 // RUN: rm -rf %t && mkdir -p %t && cp %s %t/units.cpp
-// RUN: %acc-migrate --in-place --rules=fsdp-units --fsdp-units=Block,AttentionImpl,net::Head,Scale,Mix %t/units.cpp \
-// RUN:   -- %stub-flags
+// RUN: %acc-migrate --in-place --rules=fsdp-units --fsdp-units=Block,AttentionImpl,net::Head,Scale,Mix %t/units.cpp
 // RUN: grep -v '^//' %t/units.cpp | grep -c 'acc::ForwardHooksGuard forward_hooks(\*this);' | FileCheck --check-prefix=COUNT %s
 // COUNT: {{^}}6{{$}}
-// RUN: %acc-migrate --rules=fsdp-units --fsdp-units=Block,AttentionImpl,net::Head,Scale,Mix %t/units.cpp -- %stub-flags \
+// RUN: %acc-migrate --rules=fsdp-units --fsdp-units=Block,AttentionImpl,net::Head,Scale,Mix %t/units.cpp \
 // RUN:   > %t/again.diff 2>%t/again.err
 // RUN: not grep . %t/again.diff
 // RUN: not grep warning %t/again.err
 // Off by default: the default rules leave every forward alone.
-// RUN: %acc-migrate %s -- %stub-flags 2>/dev/null | FileCheck --check-prefix=DEFAULT %s --allow-empty
+// RUN: %acc-migrate %s 2>/dev/null | FileCheck --check-prefix=DEFAULT %s --allow-empty
 // DEFAULT-NOT: ForwardHooksGuard
 #include <torch/torch.h>
 #include <acc/hooks.h>

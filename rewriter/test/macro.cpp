@@ -1,4 +1,4 @@
-// RUN: %acc-migrate %s -- %stub-flags 2>%t.err | FileCheck --allow-empty %s
+// RUN: %acc-migrate %s 2>%t.err | FileCheck --allow-empty %s
 // RUN: FileCheck --check-prefix=REPORT %s < %t.err
 // Nothing is edited inside a macro expansion; it is reported instead.
 #include <torch/torch.h>

@@ -1,4 +1,4 @@
-// RUN: %acc-migrate --rules=optimizer-declaration %s -- %stub-flags | FileCheck %s
+// RUN: %acc-migrate --rules=optimizer-declaration %s | FileCheck %s
 #include <torch/torch.h>
 
 struct NetImpl : torch::nn::Module {};

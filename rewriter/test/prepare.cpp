@@ -1,10 +1,13 @@
-// RUN: %acc-migrate --rules=prepare %s -- %stub-flags 2>%t.err | FileCheck %s
+// RUN: %acc-migrate --rules=prepare %s 2>%t.err | FileCheck %s
 // RUN: FileCheck --check-prefix=REPORT %s < %t.err
 #include <torch/torch.h>
 
 struct NetImpl : torch::nn::Module {};
 TORCH_MODULE(Net);
-struct Data : torch::data::datasets::Dataset<Data> {};
+struct Data : torch::data::datasets::Dataset<Data> {
+  torch::data::Example<> get(size_t i) override { return {torch::ones({4}), torch::zeros({1})}; }
+  torch::optional<size_t> size() const override { return 16; }
+};
 
 // A GAN: two models, two optimizers, a scheduler, one call.
 void gan() {
@@ -28,6 +31,14 @@ void collected() {
   auto params = model->parameters();
   torch::optim::SGD sgd(params, torch::optim::SGDOptions(0.1).momentum(0.9));
   // CHECK: {{^}}+  accelerator.prepare(model, sgd);
+}
+
+// A plateau scheduler: libtorch's ReduceLROnPlateauScheduler has no LRScheduler base.
+void plateau() {
+  auto model = std::make_shared<NetImpl>();
+  torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.1));
+  torch::optim::ReduceLROnPlateauScheduler on_plateau(sgd);
+  // CHECK: {{^}}+  accelerator.prepare(model, sgd, on_plateau);
 }
 
 // The model comes from the caller: prepared there, reported here.

@@ -3,16 +3,21 @@
 // scheduler-declaration produces that option (the fact accelerator-options); the create-accelerator
 // finalizer writes it into the accelerator of each function that uses one (accelerator-users: here
 // main, through backward's edit).
-// RUN: %acc-migrate --rules=scheduler-declaration,backward %s -- %stub-flags 2>%t.err | FileCheck %s
+// RUN: %acc-migrate --rules=scheduler-declaration,backward %s 2>%t.err | FileCheck %s
 // RUN: FileCheck --check-prefix=NOTE %s < %t.err
 // Stepped with the optimizer (inside its loop): Accelerate's default stays.
-// RUN: %acc-migrate --rules=scheduler-declaration,backward %s -- %stub-flags -DPER_BATCH | FileCheck --check-prefix=PER-BATCH %s
+// (A copy that defines PER_BATCH: a -D after `--` would need a precompiled torch of its own.)
+// RUN: rm -rf %t && mkdir -p %t && echo '#define PER_BATCH' > %t/per-batch.cpp && cat %s >> %t/per-batch.cpp
+// RUN: %acc-migrate --rules=scheduler-declaration,backward %t/per-batch.cpp | FileCheck --check-prefix=PER-BATCH %s
 // Alone: the note, and no accelerator (nothing uses one).
-// RUN: %acc-migrate --rules=scheduler-declaration %s -- %stub-flags 2>&1 | FileCheck --check-prefixes=ALONE,NOTE %s
+// RUN: %acc-migrate --rules=scheduler-declaration %s 2>&1 | FileCheck --check-prefixes=ALONE,NOTE %s
 // ALONE-NOT: {{^}}+{{.*}}acc::Accelerator accelerator
 #include <torch/torch.h>
 
-struct Data : torch::data::datasets::Dataset<Data> {};
+struct Data : torch::data::datasets::Dataset<Data> {
+  torch::data::Example<> get(size_t i) override { return {torch::ones({4}), torch::zeros({1})}; }
+  torch::optional<size_t> size() const override { return 16; }
+};
 
 int main() {
   // CHECK: {{^}}+  acc::Accelerator accelerator(acc::AcceleratorOptions().step_scheduler_with_optimizer(false));

@@ -1,6 +1,8 @@
 // The Accelerator on one process (no launch variables): every call works, collectives are
 // identities, prepare is in place, and acc::Optimizer/acc::Scheduler behave like their bases.
 #include <gtest/gtest.h>
+#include <iomanip>
+#include <sstream>
 #include <torch/torch.h>
 
 #include <acc/acc.h>
@@ -191,6 +193,12 @@ TEST(Accelerator, CollectivesAreIdentitiesOnOneProcess) {
   EXPECT_EQ(accelerator.gather(torch::tensor(3)).sizes(), torch::IntArrayRef({1}));
   EXPECT_TRUE(torch::equal(accelerator.reduce(t, "mean"), t));
   EXPECT_TRUE(torch::equal(accelerator.reduce(t, "sum", 2.0), t * 2));
+  // Numbers keep their type: a count stays an integer (rounded after scaling), a loss a double.
+  static_assert(std::is_same_v<decltype(accelerator.reduce(int64_t{7}, "sum")), int64_t>);
+  EXPECT_EQ(accelerator.reduce(int64_t{7}, "sum"), 7);
+  EXPECT_EQ(accelerator.reduce(7, "sum", 0.5), 4);
+  EXPECT_EQ(accelerator.reduce(0.1, "mean"), 0.1);
+  EXPECT_THROW(accelerator.reduce(1.0, "avg"), acc::ConfigError);
   EXPECT_TRUE(torch::equal(accelerator.broadcast(t), t));
   EXPECT_TRUE(torch::equal(accelerator.pad_across_processes(t), t));
   auto nested = std::make_tuple(t, std::vector<torch::Tensor>{t, t}, std::optional<torch::Tensor>());
@@ -209,6 +217,23 @@ TEST(Accelerator, CollectivesAreIdentitiesOnOneProcess) {
   EXPECT_TRUE(accelerator.check_trigger());
   { auto guard = accelerator.main_process_first(); }
   { auto guard = accelerator.local_main_process_first(); }
+}
+
+// print() writes what `std::cout << ...` would: std::cout's flags and precision apply (acc-migrate
+// turns `std::cout << std::fixed;` ... `std::cout << x << std::endl;` into accelerator.print(x)).
+TEST(Accelerator, PrintFollowsTheFormatOfStdCout) {
+  acc::Accelerator accelerator(single_process());
+  std::stringstream captured;
+  std::streambuf* original = std::cout.rdbuf(captured.rdbuf());
+  const auto flags = std::cout.flags();
+  const auto precision = std::cout.precision();
+  std::cout << std::fixed << std::setprecision(2);
+  accelerator.print("loss ", 1.0 / 3, " step ", 7);
+  std::cout.flags(flags);
+  std::cout.precision(precision);
+  accelerator.print("loss ", 1.0 / 3);
+  std::cout.rdbuf(original);
+  EXPECT_EQ(captured.str(), "loss 0.33 step 7\nloss 0.333333\n");
 }
 
 TEST(Accelerator, ClipGradNormReturnsTotalNorm) {

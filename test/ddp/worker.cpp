@@ -352,6 +352,13 @@ void collectives(const std::vector<std::string>& args) {
   expect(accelerator.reduce(value, acc::ReduceOp::MEAN).item<float>() == (world + 1) / 2.0f, "reduce ReduceOp::MEAN");
   expect(acc::reduce(value, acc::ReduceOp::MAX, 2.0).item<float>() == 2.0f * world, "reduce ReduceOp::MAX scaled");
   expect(accelerator.broadcast(value, world - 1).item<float>() == world, "broadcast");
+  // Numbers (a count, a running loss) reduce in their own type.
+  const int64_t count = rank + 1;
+  expect(accelerator.reduce(count, "sum") == world * (world + 1) / 2, "reduce of an int64_t count");
+  const double loss = 0.25 * (rank + 1);
+  expect(accelerator.reduce(loss, "mean") == 0.25 * (world + 1) / 2.0, "reduce of a double, mean");
+  expect(accelerator.reduce(1.5f, acc::ReduceOp::MAX, 2.0) == 3.0f, "reduce of a float, max scaled");
+  expect(accelerator.reduce(static_cast<int>(rank == 0 ? 3 : 0), "max") == 3, "reduce of an int, max");
 
   std::vector<int> items(7);
   std::iota(items.begin(), items.end(), 0);

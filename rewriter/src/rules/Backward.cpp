@@ -26,6 +26,16 @@ void registerBackward(Migration &m) {
       return;
     }
     if (member->isArrow()) loss = "*" + loss;
+    // libtorch's backward(gradient, retain_graph, create_graph, inputs) (TensorBody.h): acc's has no
+    // `inputs` (gradients of some leaves only, which DDP's hooks do not follow).
+    if (call->getNumArgs() >= 4 && !isa<CXXDefaultArgExpr>(call->getArg(3))) {
+      std::string kept;
+      for (unsigned i = 0; i < 3; ++i) kept += ", " + m.text(call->getArg(i)->getSourceRange());
+      m.report(call->getBeginLoc(), "`backward` with `inputs`: accelerator.backward has no such argument",
+               "write `accelerator.backward(" + loss + kept +
+                   ");`: every parameter gets its gradient, as DDP's synchronisation needs");
+      return;
+    }
     // The arguments as written, comments included; defaulted ones stay defaulted.
     std::optional<Token> lparen = Lexer::findNextToken(member->getMemberLoc(), m.sm, m.lang);
     std::string args;

@@ -1,5 +1,6 @@
-// cuda-in-factory (report): torch::kCUDA passed to a factory or a loader
-// (`torch::randn({n}, torch::kCUDA)`, `TensorOptions().device(torch::kCUDA)`, `torch::load(m, p, kCUDA)`).
+// cuda-in-factory (report): torch::kCUDA (or a "cuda:N" device) passed to a factory or a loader
+// (`torch::randn({n}, torch::kCUDA)`, `TensorOptions().device(torch::kCUDA)`, `torch::load(m, p, kCUDA)`,
+// `torch::zeros({n}, torch::Device("cuda:1"))`).
 // On N processes each must use its own device; these calls may sit in helpers without the
 // accelerator, so the change is left to the user. `.to(kCUDA)`/`.cuda()` are handled by device-move,
 // devices by device-declaration, static initialisers by static-cuda.
@@ -17,8 +18,9 @@ using namespace accmigrate::matchers;
 namespace accmigrate {
 
 void registerCudaInFactory(Migration &m) {
-  m.onMatch(declRefExpr(cudaReference(), inFunction(functionDecl())).bind("ref"), [&m](const BoundNodes &nodes) {
-    const auto *ref = nodes.getNodeAs<DeclRefExpr>("ref");
+  m.onMatch(expr(anyOf(cudaReference(), cudaDeviceString()), inFunction(functionDecl())).bind("ref"),
+            [&m](const BoundNodes &nodes) {
+    const auto *ref = nodes.getNodeAs<Expr>("ref");
     // The nearest call around the reference (through conversions, `?:` and Device(...) constructions).
     const CallExpr *call = nullptr;
     for (DynTypedNodeList parents = m.ctx.getParents(*ref); !parents.empty() && !call;) {

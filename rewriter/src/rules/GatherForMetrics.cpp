@@ -1,16 +1,22 @@
-// gather-for-metrics (off by default, --rules=+gather-for-metrics): the one shape of the metric that
-// dataset-size-division reports which it can fix in place. Inside a range-for over a DataLoader,
-//   correct += pred.eq(target).sum().item<int64_t>();
-// with `correct` a local later divided by the dataset's size, becomes
+// gather-for-metrics (default): the shapes of a metric over an evaluation loader that it can make
+// exact. Inside a range-for over a DataLoader, a local count later divided by the dataset's size,
+//   correct += pred.eq(target).sum().item<int64_t>();          (also `(pred == target).sum()`)
+//   test_loss += torch::nll_loss(out, y, {}, torch::Reduction::Sum).item<double>();   (any loss summed
+//                                                               over the samples: MetricShare.h)
+// becomes
 //   correct += accelerator.gather_for_metrics(pred).eq(accelerator.gather_for_metrics(target)).sum().item<int64_t>();
-// After gathering, every process compares the whole batch of all processes, minus the samples the
-// prepared loader repeats to even out the ranks: each counts over the whole dataset exactly once, so
-// the division by the dataset's size is right as written. Off by default: gathering every batch costs
-// a collective per step, and whether the metric is worth it is the author's call.
-// It produces gathered-counts, which dataset-size-division consumes so as not to report these counts.
+// (the loss's input and target likewise). After gathering, every process compares (or sums the loss
+// of) the whole batch of all processes, minus the samples the prepared loader repeats to even out the
+// processes: each counts over the whole dataset exactly once, so the division by the dataset's size is
+// right as written, whatever the dataset's size. Other sums are reduce-metrics' (a reduction after
+// the loop, which counts the repeated samples). It costs one all-gather of the two operands per batch
+// of evaluation.
+// It produces gathered-counts, which reduce-metrics, dataset-size-division and the print rules consume.
 #include "Analysis.h"
 #include "Matchers.h"
+#include "MetricShare.h"
 #include "Migration.h"
+#include "RankDependence.h"
 
 #include <clang/AST/ExprCXX.h>
 #include <clang/ASTMatchers/ASTMatchers.h>
@@ -52,22 +58,42 @@ void registerGatherForMetrics(Migration &m) {
     std::vector<const BinaryOperator *> divisions;
   };
   auto state = std::make_shared<State>();
-  auto eq = cxxMemberCallExpr(callee(cxxMethodDecl(hasName("eq"))), argumentCountIs(1),
-                              on(expr(hasType(isTensorType())).bind("a")), hasArgument(0, expr().bind("b")));
-  auto sum = cxxMemberCallExpr(callee(cxxMethodDecl(hasName("sum"))), argumentCountIs(0), on(ignoringImplicit(eq)));
-  auto item = cxxMemberCallExpr(callee(cxxMethodDecl(hasName("item"))), argumentCountIs(0), on(ignoringImplicit(sum)));
+  // Torch's real declarations: `sum(std::optional<ScalarType> dtype = std::nullopt)` is a call with one
+  // (defaulted) argument; `eq` has a Scalar and a Tensor overload; `operator==` is a free function.
+  auto bare = [](auto inner) { return ignoringImplicit(ignoringParenImpCasts(ignoringImplicit(inner))); };
+  auto eq = expr(anyOf(cxxMemberCallExpr(callee(cxxMethodDecl(hasName("eq"))), argumentCountIs(1),
+                                         on(expr(hasType(isTensorType())).bind("a")), hasArgument(0, expr().bind("b"))),
+                       cxxOperatorCallExpr(hasOverloadedOperatorName("=="), argumentCountIs(2),
+                                           hasArgument(0, expr(hasType(isTensorType())).bind("a")),
+                                           hasArgument(1, expr(hasType(isTensorType())).bind("b")))));
+  auto wholeSum = cxxMemberCallExpr(callee(cxxMethodDecl(hasName("sum"))),
+                                    unless(hasAnyArgument(unless(cxxDefaultArgExpr()))), on(bare(eq)));
+  // A loss whose reduction is a sum over the samples (checked in the callback): its input and target.
+  auto loss = callExpr(callee(functionDecl(matchesName("^::(at|torch|torch::nn::functional)::[a-z_0-9]*(loss|entropy|entropy_with_logits|kl_div)$"))),
+                       hasArgument(0, expr(hasType(isTensorType())).bind("a")),
+                       hasArgument(1, expr(hasType(isTensorType())).bind("b")))
+                  .bind("loss");
+  auto value = cxxMemberCallExpr(callee(cxxMethodDecl(hasName("item"))), argumentCountIs(0),
+                                 on(bare(expr(anyOf(wholeSum, loss)))));
+  auto item = expr(anyOf(value, cxxMemberCallExpr(callee(cxxMethodDecl(hasAnyName("toLong", "toInt", "toDouble", "toFloat"))),
+                                                  on(bare(value)))));
   auto count = varDecl(hasLocalStorage(), unless(parmVarDecl())).bind("count");
   m.onMatch(binaryOperator(hasOperatorName("+="), hasLHS(ignoringParenImpCasts(declRefExpr(to(count)))),
-                           hasRHS(ignoringImplicit(item)),
+                           hasRHS(bare(item)),
                            nearestRangeFor(cxxForRangeStmt(hasRangeInit(expr(hasType(isDataLoaderType()))))),
                            inFunction(functionDecl().bind("fn")))
                 .bind("add"),
-            [state](const BoundNodes &nodes) {
+            [&m, state](const BoundNodes &nodes) {
     const auto *add = nodes.getNodeAs<BinaryOperator>("add");
     const auto *var = nodes.getNodeAs<VarDecl>("count");
     // A count of its own: not a reference to one kept elsewhere, and a number.
     QualType type = var->getType();
     if (type->isReferenceType() || !(type->isIntegerType() || type->isRealFloatingType())) return;
+    // A loss counts when it sums over the samples (Reduction::Sum): a mean is reduce-metrics' to reduce.
+    if (const auto *lossCall = nodes.getNodeAs<CallExpr>("loss")) {
+      RankDependence ranks(m.ctx);
+      if (MetricShares(m.ctx, ranks).of(lossCall) != Share::Sum) return;
+    }
     state->candidates.push_back(
         {add, nodes.getNodeAs<Expr>("a"), nodes.getNodeAs<Expr>("b"), var, nodes.getNodeAs<FunctionDecl>("fn")});
   });
@@ -86,7 +112,7 @@ void registerGatherForMetrics(Migration &m) {
       if (std::none_of(state->divisions.begin(), state->divisions.end(), dividesCount)) continue;
       bool aGathered = isGathered(c.a), bGathered = isGathered(c.b);
       if (aGathered && bGathered) {
-        m.noteGatheredCount(c.count);
+        m.noteGatheredCount(c.count, c.add->getEndLoc());
         continue;
       }
       // One edit from a to b, so that the two operands are gathered together or not at all.
@@ -104,7 +130,7 @@ void registerGatherForMetrics(Migration &m) {
         continue;
       rewritten.insert(c.add->getBeginLoc());
       m.useAccelerator(c.fn);
-      m.noteGatheredCount(c.count);
+      m.noteGatheredCount(c.count, c.add->getEndLoc());
     }
   });
 }

@@ -90,8 +90,11 @@ std::string uniformLine(const Expr &condition, RankDependence &ranks, Migration 
 // lines that would make it the same on every process.
 void reportRankLocalCondition(const Expr &condition, const CallExpr &save, const FileReads::Read &read,
                               bool barrierAtRead, RankDependence &ranks, Migration &m) {
-  const VarDecl *var = ranks.rankLocalVariable(&condition);
-  std::string why = var ? " (`" + var->getNameAsString() + "` is each process's own)" : "";
+  // Which value makes it differ, and through which calls the save is reached (RankDependence).
+  std::string why = ranks.rankLocalReach(save).calls.empty() ? ranks.explain(&condition) : ranks.explainReach(save);
+  if (const VarDecl *var = ranks.rankLocalVariable(&condition); why.empty() && var)
+    why = "`" + var->getNameAsString() + "` is each process's own";
+  if (!why.empty()) why = " (" + why + ")";
   std::string test;
   std::string line = uniformLine(condition, ranks, m, test);
   std::string suggestion = "make it the same on every process: before line " +

@@ -1,5 +1,7 @@
 // scheduler-declaration: LR schedulers are created as `acc::Scheduler<T>`, which steps only when the
-// optimizer really stepped (not while accumulating gradients, not after a skipped fp16 step).
+// optimizer really stepped (not while accumulating gradients, not after a skipped fp16 step): the
+// subclasses of torch::optim::LRScheduler and ReduceLROnPlateauScheduler (which libtorch declares
+// apart, stepped with a metric once per epoch).
 //
 // A prepared scheduler steps num_processes times per call by default (Accelerate's
 // step_scheduler_with_optimizer=True: a schedule counted in single-process batches ends on time).
@@ -8,6 +10,7 @@
 // the innermost loop around every optimizer step() of its function, the accelerator this unit
 // creates gets `step_scheduler_with_optimizer(false)` (Accelerate's option for exactly that case).
 #include "Migration.h"
+#include "TorchTypes.h"
 #include "WrapCreations.h"
 
 #include <clang/AST/ExprCXX.h>
@@ -46,6 +49,12 @@ auto stepOf(const std::string &base) {
   return cxxMemberCallExpr(callee(cxxMethodDecl(hasName("step"), ofClass(cxxRecordDecl(isSameOrDerivedFrom(base))))));
 }
 
+// `scheduler.step()` of LRScheduler's subclasses, `plateau.step(metric)` of ReduceLROnPlateauScheduler.
+auto schedulerStep() {
+  return cxxMemberCallExpr(
+      anyOf(stepOf("::torch::optim::LRScheduler"), stepOf("::torch::optim::ReduceLROnPlateauScheduler")));
+}
+
 void stepOncePerCallWhenSteppedPerEpoch(Migration &m) {
   struct State {
     std::map<const FunctionDecl *, std::vector<const Stmt *>> optimizerLoops;  // innermost loops of step()
@@ -56,7 +65,7 @@ void stepOncePerCallWhenSteppedPerEpoch(Migration &m) {
     const auto *call = nodes.getNodeAs<CXXMemberCallExpr>("step");
     if (const Stmt *loop = innermostLoop(*call, m.ctx)) state->optimizerLoops[m.enclosingFunction(*call)].push_back(loop);
   });
-  m.onMatch(stepOf("::torch::optim::LRScheduler").bind("step"), [state](const BoundNodes &nodes) {
+  m.onMatch(schedulerStep().bind("step"), [state](const BoundNodes &nodes) {
     state->schedulerSteps.push_back(nodes.getNodeAs<CXXMemberCallExpr>("step"));
   });
   // Once every optimizer step() is known.
@@ -82,7 +91,7 @@ void stepOncePerCallWhenSteppedPerEpoch(Migration &m) {
 }  // namespace
 
 void registerSchedulerDeclaration(Migration &m) {
-  wrapCreations(m, "torch::optim::LRScheduler", "acc::Scheduler");
+  for (const char *base : kSchedulerBases) wrapCreations(m, base, "acc::Scheduler");
   stepOncePerCallWhenSteppedPerEpoch(m);
 }
 

@@ -51,9 +51,11 @@ bool underProcessCheck(const Stmt &s, Migration &m) {
 }
 
 RankDependence sharedFileRanks(Migration &m) {
-  // Values other rules make the same on every process (a metric reduced with accelerator.reduce,
-  // a fact they produce) are declared uniform here, for every rule about shared files at once.
-  return RankDependence(m.ctx);
+  RankDependence ranks(m.ctx);
+  // What gather-for-metrics and reduce-metrics made the same on every process (a validation loss
+  // reduced after its loop), as far as the running rule consumes those facts.
+  m.assumeUniformValues(ranks);
+  return ranks;
 }
 
 StatementPlace statementPlace(const Stmt &e, ASTContext &ctx) {

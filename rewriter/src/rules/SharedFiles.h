@@ -26,9 +26,9 @@ inline constexpr const char *kMainProcessGuard = "if (accelerator.is_main_proces
 // is_local_main_process() or process_index() (a migrated file, or code written for several ranks).
 bool underProcessCheck(const clang::Stmt &s, Migration &m);
 
-// The rank dependence that decides whether every process reaches a write (and so may get a barrier).
-// The one place where it is set up for these rules: in an end step (facts are read there), so that
-// what other rules make uniform (a metric reduced across processes) can be told to it here.
+// The rank dependence that decides whether every process reaches a write (and so may get a barrier):
+// the one place where it is set up for these rules, in an end step (facts are read there), told what
+// gather-for-metrics and reduce-metrics made uniform (a validation loss reduced after its loop).
 RankDependence sharedFileRanks(Migration &m);
 
 // Where the expression `e` stands as a statement `e;`: directly in a block, as the unbraced body of

@@ -17,7 +17,7 @@ namespace accmigrate {
 
 void registerStaticCuda(Migration &m) {
   auto cudaCall = cxxMemberCallExpr(callee(cxxMethodDecl(hasName("cuda"), ofClass(cxxRecordDecl(isSameOrDerivedFrom("::at::TensorBase"))))));
-  auto onCuda = expr(anyOf(hasDescendant(cudaReference()), hasDescendant(cudaCall)));
+  auto onCuda = expr(anyOf(hasDescendant(cudaReference()), hasDescendant(cudaDeviceString()), hasDescendant(cudaCall)));
   // Devices themselves are device-declaration's; a template's pattern is checked in its instantiations.
   m.onMatch(varDecl(hasGlobalStorage(), unless(hasType(qualType(anyOf(isDeviceClassType(), isDeviceTypeEnum())))),
                     unless(isTemplatedDecl()), hasInitializer(onCuda))

@@ -13,11 +13,15 @@ using namespace clang::ast_matchers;
 namespace accmigrate {
 namespace {
 
-// The object's own class (not a pointer or reference to it), derived from `base`, not already wrapped.
+// The object's own class (not a pointer or reference to it), `base` or derived from it, not already
+// wrapped. An abstract class is never created (torch::optim::Optimizer, LRScheduler); `base` itself is
+// when it is concrete (ReduceLROnPlateauScheduler).
 bool needsWrap(QualType type, StringRef base, StringRef wrapper) {
   if (type.isNull() || type->isReferenceType() || type->isPointerType() || type->isDependentType()) return false;
   const CXXRecordDecl *rd = type->getAsCXXRecordDecl();
-  return rd && derivesFrom(rd, base) && rd->getQualifiedNameAsString() != base && !derivesFrom(rd, wrapper);
+  if (!rd || !derivesFrom(rd, base) || derivesFrom(rd, wrapper)) return false;
+  const CXXRecordDecl *definition = rd->getDefinition();
+  return !(definition && definition->isAbstract());
 }
 
 // The type as written where an object is created: a declaration, `new T`, `T(...)`, `T{...}`,

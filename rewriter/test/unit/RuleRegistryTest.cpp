@@ -59,7 +59,7 @@ TEST(RuleRegistry, ListsEachRuleOnceWithAnExplanationAndASetUp) {
     EXPECT_EQ(findRule(name), rule) << name;
   }
   EXPECT_EQ(findRule("nope"), nullptr);
-  EXPECT_EQ(allRules().size(), 21u);  // a new rule: a line here, a lit test, a row in docs/migrate.md
+  EXPECT_EQ(allRules().size(), 22u);  // a new rule: a line here, a lit test, a row in docs/migrate.md
 }
 
 TEST(RuleRegistry, FinalizersAreAlwaysPresentAndCannotBeSelected) {
@@ -83,12 +83,13 @@ TEST(RuleRegistry, SelectsTheDefaultsAllOrRulesAlone) {
   EXPECT_EQ(select(""), defaultRules());
   EXPECT_EQ(select("default"), defaultRules());
   EXPECT_EQ(select("all").size(), allRules().size());
-  // print-on-main-process, gather-for-metrics and fsdp-units are the rules that are off by default.
+  // fsdp-units (which needs --fsdp-units) is the one rule off by default: what a migrated program
+  // prints, counts and writes is right by default.
   std::vector<std::string> defaults = defaultRules();
-  EXPECT_EQ(std::count(defaults.begin(), defaults.end(), "print-on-main-process"), 0);
-  EXPECT_EQ(std::count(defaults.begin(), defaults.end(), "gather-for-metrics"), 0);
+  for (const char *on : {"print-on-main-process", "gather-for-metrics", "reduce-metrics"})
+    EXPECT_EQ(std::count(defaults.begin(), defaults.end(), on), 1) << on;
   EXPECT_EQ(std::count(defaults.begin(), defaults.end(), "fsdp-units"), 0);
-  EXPECT_EQ(defaults.size(), allRules().size() - 3);
+  EXPECT_EQ(defaults.size(), allRules().size() - 1);
   // A list that starts with a name: those rules alone, in the registry's order.
   EXPECT_EQ(select("backward"), std::vector<std::string>{"backward"});
   EXPECT_EQ(select("device-move,prepare"), (std::vector<std::string>{"prepare", "device-move"}));
@@ -99,11 +100,17 @@ TEST(RuleRegistry, TogglesRulesOnAndOff) {
   withoutMove.erase(std::find(withoutMove.begin(), withoutMove.end(), "device-move"));
   EXPECT_EQ(select("-device-move"), withoutMove);
   EXPECT_EQ(select("default,-device-move"), withoutMove);
-  std::vector<std::string> withPrint = select("default,+print-on-main-process");
-  EXPECT_EQ(withPrint.size(), defaultRules().size() + 1);
-  EXPECT_EQ(std::count(withPrint.begin(), withPrint.end(), "print-on-main-process"), 1);
-  EXPECT_EQ(select("all,-print-on-main-process,-gather-for-metrics,-fsdp-units"), defaultRules());
+  // `+name` first adds to the defaults, as `-name` first drops from them (not: that rule alone).
+  std::vector<std::string> withUnits = select("+fsdp-units");
+  EXPECT_EQ(withUnits.size(), defaultRules().size() + 1);
+  EXPECT_EQ(std::count(withUnits.begin(), withUnits.end(), "fsdp-units"), 1);
+  EXPECT_EQ(select("default,+fsdp-units"), withUnits);
+  EXPECT_EQ(select(" +fsdp-units"), withUnits);
+  EXPECT_EQ(select("+backward"), defaultRules());
+  EXPECT_EQ(select("-device-move,+device-move"), defaultRules());
+  EXPECT_EQ(select("all,-fsdp-units"), defaultRules());
   EXPECT_EQ(select("backward,-backward"), std::vector<std::string>{});
+  EXPECT_EQ(select("backward,+clip-grad"), (std::vector<std::string>{"backward", "clip-grad"}));
 }
 
 TEST(RuleRegistry, AnUnknownNameIsAnErrorThatListsTheValidOnes) {
@@ -158,7 +165,41 @@ TEST(RuleRegistry, FactNamesAreStable) {
   EXPECT_STREQ(factName(PreparedModels), "prepared-models");
   EXPECT_STREQ(factName(FilesUsingAcc), "files-using-acc");
   EXPECT_STREQ(factName(RewrittenPrints), "rewritten-prints");
+  EXPECT_STREQ(factName(GatheredCounts), "gathered-counts");
+  EXPECT_STREQ(factName(ReducedValues), "reduced-values");
   EXPECT_STREQ(factName(HandledWrites), "handled-writes");
+}
+
+// A rule that acts only in functions that use the accelerator, selected without any rule that says
+// which those are, is named before the run with the producers and the `+name` spelling; the
+// defaults, and a rule with its producers, are not.
+TEST(RuleRegistry, ASelectionThatCannotActIsNamed) {
+  auto warnings = [](const std::string &spec) {
+    std::vector<const Rule *> selected;
+    std::string error;
+    EXPECT_TRUE(selectRules(spec, selected, error)) << spec << ": " << error;
+    return selectionWarnings(selected);
+  };
+  std::vector<std::string> lonely = warnings("print-on-main-process");
+  ASSERT_EQ(lonely.size(), 1u);
+  EXPECT_NE(lonely[0].find("print-on-main-process acts only in functions that use the accelerator"), std::string::npos)
+      << lonely[0];
+  EXPECT_NE(lonely[0].find("(data-loader, backward,"), std::string::npos) << lonely[0];
+  EXPECT_NE(lonely[0].find("--rules=+print-on-main-process"), std::string::npos) << lonely[0];
+  EXPECT_EQ(warnings("print-on-every-process,every-rank-side-effect").size(), 2u);
+  for (std::string spec : {"", "default", "all", "backward,print-on-main-process", "reduce-metrics", "device-move"})
+    EXPECT_TRUE(warnings(spec).empty()) << spec;
+  // A selection that leaves out a default rule is checked against the defaults file by file.
+  std::vector<const Rule *> selected;
+  std::string error;
+  for (std::string spec : {"", "default", "all", "+fsdp-units"}) {
+    ASSERT_TRUE(selectRules(spec, selected, error));
+    EXPECT_FALSE(leavesOutDefaults(selected)) << spec;
+  }
+  for (std::string spec : {"backward", "-device-move"}) {
+    ASSERT_TRUE(selectRules(spec, selected, error));
+    EXPECT_TRUE(leavesOutDefaults(selected)) << spec;
+  }
 }
 
 // Every rule declares its facts, and they connect: whatever a rule or finalizer consumes, something
@@ -184,7 +225,7 @@ TEST(RuleRegistry, EachRuleDeclaresFactsThatConnect) {
   EXPECT_EQ(findRule("include-acc")->consumes, FactSet(FilesUsingAcc));
   EXPECT_EQ(findRule("cmake-link")->consumes, FactSet(FilesUsingAcc));
   for (const char *writer : {"data-loader", "backward", "clip-grad", "device-declaration", "prepare", "device-move",
-                             "save-on-main-process", "write-on-main-process", "gather-for-metrics"})
+                             "save-on-main-process", "write-on-main-process", "gather-for-metrics", "reduce-metrics"})
     EXPECT_EQ(findRule(writer)->produces & (AcceleratorUsers | FilesUsingAcc), FactSet(AcceleratorUsers | FilesUsingAcc))
         << writer;
   // Reports only: no facts either way.
@@ -192,15 +233,21 @@ TEST(RuleRegistry, EachRuleDeclaresFactsThatConnect) {
     EXPECT_EQ(findRule(report)->produces, 0u) << report;
     EXPECT_EQ(findRule(report)->consumes, 0u) << report;
   }
-  // A report that leaves out the counts the opt-in gather-for-metrics rewrote.
+  // A report that leaves out the counts gather-for-metrics rewrote and notes those reduce-metrics reduced.
   EXPECT_EQ(findRule("dataset-size-division")->produces, 0u);
-  EXPECT_EQ(findRule("dataset-size-division")->consumes, FactSet(GatheredCounts));
-  // A report on the functions that use the accelerator, less what write-on-main-process handled.
+  EXPECT_EQ(findRule("dataset-size-division")->consumes, FactSet(GatheredCounts | ReducedValues));
+  // reduce-metrics leaves the gathered counts alone; what it reduces, the printing rule prints as it is.
+  EXPECT_EQ(findRule("reduce-metrics")->consumes, FactSet(GatheredCounts));
+  EXPECT_TRUE(findRule("reduce-metrics")->produces & ReducedValues);
+  EXPECT_TRUE(findRule("print-on-main-process")->consumes & ReducedValues);
+  // A report on the functions that use the accelerator.
   EXPECT_EQ(findRule("every-rank-side-effect")->produces, 0u);
   EXPECT_EQ(findRule("every-rank-side-effect")->consumes, FactSet(AcceleratorUsers | HandledWrites));
   EXPECT_EQ(findRule("write-on-main-process")->produces & HandledWrites, FactSet(HandledWrites));
-  // A prepared model's save becomes accelerator.save_model.
-  EXPECT_EQ(findRule("save-on-main-process")->consumes, FactSet(PreparedModels));
+  // A prepared model's save becomes accelerator.save_model; a save under a metric reduce-metrics or
+  // gather-for-metrics made uniform gets its barriers (so may a directory created under one).
+  EXPECT_EQ(findRule("save-on-main-process")->consumes, FactSet(PreparedModels | GatheredCounts | ReducedValues));
+  EXPECT_EQ(findRule("write-on-main-process")->consumes, FactSet(GatheredCounts | ReducedValues));
 }
 
 }  // namespace

@@ -1,8 +1,10 @@
-// Rules on in-memory sources (clang::tooling::runToolOnCodeWithArgs) against the stub torch headers
-// of the lit tests: what one rule does alone, how facts flow from a rule to another and to the
-// finalizers, and that a rule touching a fact it does not declare is stopped.
+// Rules on in-memory sources (clang::tooling::runToolOnCodeWithArgs) against the real torch headers
+// (RealTorch.h: the venv's torch through a precompiled header): what one rule does alone, how facts
+// flow from a rule to another and to the finalizers, and that a rule touching a fact it does not
+// declare is stopped.
 #include "AcceleratorPlacement.h"
 #include "Migration.h"
+#include "RealTorch.h"
 #include "Result.h"
 #include "Rule.h"
 
@@ -14,6 +16,7 @@
 #include <gtest/gtest.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <algorithm>
+#include <iostream>
 #include <set>
 #include <string>
 #include <vector>
@@ -25,22 +28,32 @@ namespace {
 const char *const kProject = "/project";
 const char *const kFile = "/project/train.cpp";
 
-// Parses `code` as /project/train.cpp and runs `rules`, then the finalizers, like acc-migrate does.
+// Parses `code` as /project/train.cpp and runs `rules`, then the finalizers, like acc-migrate does
+// (the bodies of functions outside the project are skipped, as acc-migrate's driver skips them).
 class RulesAction : public clang::ASTFrontendAction {
  public:
   RulesAction(const ProjectScope &scope, std::vector<const Rule *> rules, RuleSettings settings, UnitResult &out)
       : scope_(scope), rules_(std::move(rules)), settings_(std::move(settings)), out_(out) {}
-  std::unique_ptr<clang::ASTConsumer> CreateASTConsumer(clang::CompilerInstance &, llvm::StringRef) override {
+  bool BeginInvocation(clang::CompilerInstance &ci) override {
+    ci.getFrontendOpts().SkipFunctionBodies = true;  // where the consumer says so
+    return true;
+  }
+  std::unique_ptr<clang::ASTConsumer> CreateASTConsumer(clang::CompilerInstance &ci, llvm::StringRef) override {
     struct Consumer : clang::ASTConsumer {
       RulesAction &action;
-      explicit Consumer(RulesAction &a) : action(a) {}
+      const clang::SourceManager &sm;
+      ProjectFiles project;
+      Consumer(RulesAction &a, const clang::SourceManager &sm) : action(a), sm(sm), project(sm, a.scope_) {}
+      bool shouldSkipFunctionBody(clang::Decl *d) override {
+        return !project.contains(sm.getExpansionLoc(d->getLocation()));
+      }
       void HandleTranslationUnit(clang::ASTContext &ctx) override {
         if (ctx.getDiagnostics().hasErrorOccurred()) return;
         action.out_.parsed = true;
         runRules(ctx, action.scope_, action.rules_, action.out_, action.settings_);
       }
     };
-    return std::make_unique<Consumer>(*this);
+    return std::make_unique<Consumer>(*this, ci.getSourceManager());
   }
 
  private:
@@ -60,8 +73,8 @@ UnitResult migrate(const std::string &code, const std::vector<std::string> &rule
   }
   ProjectScope scope({kProject});
   UnitResult out;
-  std::vector<std::string> args = {"-std=c++17", "-isystem", ACC_MIGRATE_TEST_DIR "/Inputs/stub",
-                                   "-resource-dir=" ACC_CLANG_RESOURCE_DIR};
+  std::vector<std::string> args = test::realTorchArgs();
+  EXPECT_FALSE(args.empty()) << test::realTorchError();
   args.insert(args.end(), extraArgs.begin(), extraArgs.end());
   clang::tooling::runToolOnCodeWithArgs(std::make_unique<RulesAction>(scope, rules, std::move(settings), out), code,
                                         args, kFile);
@@ -191,6 +204,12 @@ TEST(RulesOnCode, EachRuleAloneOnItsLitTest) {
     std::string path = std::string(ACC_MIGRATE_TEST_DIR) + "/" + rule.name + ".cpp";
     auto buffer = llvm::MemoryBuffer::getFile(path);
     ASSERT_TRUE(bool(buffer)) << path;
+    // A lit test its owner has not yet moved off the stub headers (Inputs/stub) is not valid code
+    // against real torch: its lit run still covers it until then.
+    if ((*buffer)->getBuffer().contains("%stub-flags")) {
+      std::cout << "[ NOTE     ] " << rule.name << ": its lit test still parses the stub headers; skipped\n";
+      continue;
+    }
     UnitResult out = migrate((*buffer)->getBuffer().str(), {rule.name}, {}, settingsOf((*buffer)->getBuffer()));
     EXPECT_TRUE(out.parsed) << rule.name;
     for (const std::string &name : rulesThatActed(out))

@@ -245,11 +245,14 @@ class Accelerator {
 
   // --- process control --------------------------------------------------------------------
   void wait_for_everyone() const { state_.wait_for_everyone(); }
-  /// Prints on the local main process only (stream-style: arguments are written with <<).
+  /// Prints on the local main process only (stream-style: arguments are written with <<), in
+  /// std::cout's format: its flags and precision (`std::cout << std::fixed;` earlier) apply.
   template <typename... Args>
   void print(const Args&... args) const {
     if (!is_local_main_process()) return;
     std::ostringstream line;
+    line.copyfmt(std::cout);
+    line.exceptions(std::ios::goodbit);
     (line << ... << args);
     std::cout << line.str() << std::endl;
   }

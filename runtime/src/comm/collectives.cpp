@@ -4,6 +4,7 @@
 
 #include <ATen/ops/cat.h>
 #include <ATen/ops/constant_pad_nd.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/tensor.h>
 
 #include <sstream>
@@ -47,12 +48,20 @@ at::Tensor gather(const at::Tensor& tensor) {
   return at::cat(group->all_gather(input, "gather"), 0);
 }
 
-at::Tensor reduce(const at::Tensor& tensor, const std::string& reduction, double scale) {
-  if (reduction == "sum") return reduce(tensor, ReduceOp::SUM, scale);
-  if (reduction == "mean") return reduce(tensor, ReduceOp::MEAN, scale);
-  if (reduction == "max") return reduce(tensor, ReduceOp::MAX, scale);
+ReduceOp detail::reduce_op(const std::string& reduction) {
+  if (reduction == "sum") return ReduceOp::SUM;
+  if (reduction == "mean") return ReduceOp::MEAN;
+  if (reduction == "max") return ReduceOp::MAX;
   throw ConfigError("acc: reduce(tensor, \"" + reduction +
                     "\"): unknown reduction; use \"sum\", \"mean\" or \"max\"");
+}
+
+at::Tensor reduce(const at::Tensor& tensor, const std::string& reduction, double scale) {
+  return reduce(tensor, detail::reduce_op(reduction), scale);
+}
+
+double reduce_number(double value, ReduceOp op, double scale) {
+  return reduce(at::scalar_tensor(value, at::kDouble), op, scale).item<double>();
 }
 
 at::Tensor reduce(const at::Tensor& tensor, ReduceOp op, double scale) {
