@@ -7,6 +7,7 @@
 #include <llvm/ADT/StringRef.h>
 #include <llvm/ADT/StringSwitch.h>
 #include <functional>
+#include <vector>
 
 using namespace clang;
 
@@ -24,8 +25,10 @@ const Expr *bare(const Expr *e) {
     else if (const auto *cleanups = dyn_cast<ExprWithCleanups>(e)) e = cleanups->getSubExpr();
     else if (const auto *temp = dyn_cast<MaterializeTemporaryExpr>(e)) e = temp->getSubExpr();
     else if (const auto *bind = dyn_cast<CXXBindTemporaryExpr>(e)) e = bind->getSubExpr();
+    // A copy, or an implicit conversion (`loss / k` converts k to c10::Scalar).
     else if (const auto *construct = dyn_cast<CXXConstructExpr>(e);
-             construct && construct->getNumArgs() == 1 && construct->getConstructor()->isCopyOrMoveConstructor())
+             construct && construct->getNumArgs() == 1 && !isa<CXXTemporaryObjectExpr>(construct) &&
+             (construct->getConstructor()->isCopyOrMoveConstructor() || !construct->getConstructor()->isExplicit()))
       e = construct->getArg(0);
     else return e;
   }
@@ -168,9 +171,50 @@ Share MetricShares::ofCall(const CallExpr *call, int depth) {
 }
 
 Share MetricShares::ofVariable(const VarDecl *var, int depth) {
-  if (!var->hasLocalStorage() || isa<ParmVarDecl>(var) || !var->hasInit() || !writtenOnce(var))
-    return Share::Unknown;
-  return of(var->getInit(), depth + 1);
+  if (!var->hasLocalStorage() || isa<ParmVarDecl>(var) || !var->hasInit()) return Share::Unknown;
+  if (writtenOnce(var)) return of(var->getInit(), depth + 1);
+  // An accumulator: set to a value every process shares (its initializer, `group_loss = 0;`) and
+  // stepped by `+=`/`-=` (or `x = x + ...`) of values of one share. Its value holds that share: for a
+  // sum, only when every reset is zero (N processes adding c each count it N times).
+  const FunctionDecl *fn = nullptr;
+  for (const DeclContext *dc = var->getDeclContext(); dc && !fn; dc = dc->getParent()) fn = dyn_cast<FunctionDecl>(dc);
+  if (!fn || !fn->getBody() || var->getType()->isReferenceType()) return Share::Unknown;
+  auto refersToVar = [var](const Expr *e) {
+    const auto *ref = dyn_cast_or_null<DeclRefExpr>(e ? e->IgnoreParenImpCasts() : nullptr);
+    return ref && ref->getDecl() == var;
+  };
+  auto isZero = [](const Expr *e) {
+    e = bare(e);
+    if (const auto *i = dyn_cast<IntegerLiteral>(e)) return i->getValue() == 0;
+    if (const auto *f = dyn_cast<FloatingLiteral>(e)) return f->getValue().isZero();
+    return false;
+  };
+  std::vector<const Expr *> resets{var->getInit()}, steps;
+  bool followed = true;
+  std::function<void(const Stmt *)> scan = [&](const Stmt *st) {
+    if (!st || !followed) return;
+    if (const auto *op = dyn_cast<BinaryOperator>(st); op && op->isAssignmentOp() && refersToVar(op->getLHS())) {
+      const auto *sum = dyn_cast<BinaryOperator>(op->getRHS()->IgnoreParenImpCasts());
+      if (op->getOpcode() == BO_AddAssign || op->getOpcode() == BO_SubAssign) steps.push_back(op->getRHS());
+      else if (op->getOpcode() == BO_Assign && sum && sum->getOpcode() == BO_Add && refersToVar(sum->getLHS()))
+        steps.push_back(sum->getRHS());
+      else if (op->getOpcode() == BO_Assign) resets.push_back(op->getRHS());
+      else followed = false;
+    } else if (const auto *op = dyn_cast<UnaryOperator>(st);
+               op && (op->isIncrementDecrementOp() || op->getOpcode() == UO_AddrOf) && refersToVar(op->getSubExpr())) {
+      followed = false;
+    }
+    for (const Stmt *child : st->children()) scan(child);
+  };
+  scan(fn->getBody());
+  if (!followed || steps.empty()) return Share::Unknown;
+  Share share = of(steps.front(), depth + 1);
+  for (const Expr *step : steps)
+    if (of(step, depth + 1) != share) return Share::Unknown;
+  if (share != Share::Sum && share != Share::Mean) return Share::Unknown;
+  for (const Expr *reset : resets)
+    if (ranks_.isRankLocal(reset) || (share == Share::Sum && !isZero(reset))) return Share::Unknown;
+  return share;
 }
 
 bool MetricShares::writtenOnce(const VarDecl *var) {

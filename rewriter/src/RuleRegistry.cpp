@@ -14,6 +14,7 @@ void registerPrepare(Migration &);
 void registerDeviceMove(Migration &);
 void registerOptimizerDeclaration(Migration &);
 void registerSchedulerDeclaration(Migration &);
+void registerGradientAccumulation(Migration &);
 void registerSaveOnMainProcess(Migration &);
 void registerWriteOnMainProcess(Migration &);
 void registerGatherForMetrics(Migration &);
@@ -70,6 +71,9 @@ const std::vector<Rule> &allRules() {
        registerOptimizerDeclaration},
       {"scheduler-declaration", "LR schedulers are created as acc::Scheduler<T>", true, kOptions | kAcc, kNone,
        registerSchedulerDeclaration},
+      {"gradient-accumulation",
+       "a manual accumulation loop (loss / k, step every k-th batch) becomes accelerator.accumulate", true,
+       kUsers | kOptions | kAcc, kNone, registerGradientAccumulation},
       {"gather-for-metrics",
        "counts over a loader divided by the dataset's size count gathered predictions (gather_for_metrics)", true,
        kGathered | kUsers | kAcc, kNone, registerGatherForMetrics},

@@ -86,7 +86,7 @@ TEST(RuleRegistry, SelectsTheDefaultsAllOrRulesAlone) {
   // fsdp-units (which needs --fsdp-units) is the one rule off by default: what a migrated program
   // prints, counts and writes is right by default.
   std::vector<std::string> defaults = defaultRules();
-  for (const char *on : {"print-on-main-process", "gather-for-metrics", "reduce-metrics"})
+  for (const char *on : {"print-on-main-process", "gather-for-metrics", "reduce-metrics", "gradient-accumulation"})
     EXPECT_EQ(std::count(defaults.begin(), defaults.end(), on), 1) << on;
   EXPECT_EQ(std::count(defaults.begin(), defaults.end(), "fsdp-units"), 0);
   EXPECT_EQ(defaults.size(), allRules().size() - 1);
