@@ -40,11 +40,14 @@ enum Fact : unsigned {
   // Values a process accumulated over its batches that an inserted `v = accelerator.reduce(v, ...);`
   // makes the same on every process, with where: after that point they are rank-uniform.
   ReducedValues = 1u << 6,
+  // File writes (std::ofstream openings, create_directories) that write-on-main-process rewrote to
+  // happen on the main process, or reported with the lines to write (nothing left to report there).
+  HandledWrites = 1u << 7,
 };
 using FactSet = unsigned;
 
 constexpr Fact kAllFacts[] = {AcceleratorUsers, AcceleratorOptions, PreparedModels, FilesUsingAcc,
-                              RewrittenPrints, GatheredCounts, ReducedValues};
+                              RewrittenPrints, GatheredCounts, ReducedValues, HandledWrites};
 
 // The name of a fact in messages and docs: "accelerator-users".
 const char *factName(Fact fact);
@@ -64,6 +67,7 @@ struct Facts {
   // Each reduced variable (a template's pattern and its instantiations each) and the point after which
   // it is uniform.
   std::vector<std::pair<const clang::VarDecl *, clang::SourceLocation>> reducedValues;
+  std::set<clang::SourceLocation> handledWrites;  // where each write begins (the construction, the call)
 };
 
 }  // namespace accmigrate

@@ -297,6 +297,16 @@ bool Migration::isGatheredCount(const VarDecl *count) {
   return facts_.gatheredCounts.count(count->getLocation()) > 0;
 }
 
+void Migration::noteHandledWrite(SourceLocation write) {
+  access(HandledWrites, /*write=*/true);
+  facts_.handledWrites.insert(write);
+}
+
+bool Migration::isHandledWrite(SourceLocation write) {
+  access(HandledWrites, /*write=*/false);
+  return facts_.handledWrites.count(write) > 0;
+}
+
 void Migration::noteReduced(const VarDecl *var, SourceLocation point) {
   access(ReducedValues, /*write=*/true);
   facts_.reducedValues.emplace_back(var, point);

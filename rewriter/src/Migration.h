@@ -138,6 +138,9 @@ class Migration {
   // reduced-values: variables an inserted `v = accelerator.reduce(v, ...);` makes uniform after a point.
   void noteReduced(const clang::VarDecl *var, clang::SourceLocation point);
   const std::vector<std::pair<const clang::VarDecl *, clang::SourceLocation>> &reducedValues();
+  // handled-writes: file writes (by where they begin) that write-on-main-process rewrote or reported.
+  void noteHandledWrite(clang::SourceLocation write);
+  bool isHandledWrite(clang::SourceLocation write);
 
  private:
   class Callback;

@@ -16,6 +16,7 @@ void registerOptimizerDeclaration(Migration &);
 void registerSchedulerDeclaration(Migration &);
 void registerGradientAccumulation(Migration &);
 void registerSaveOnMainProcess(Migration &);
+void registerWriteOnMainProcess(Migration &);
 void registerGatherForMetrics(Migration &);
 void registerReduceMetrics(Migration &);
 void registerFsdpUnits(Migration &);
@@ -41,6 +42,7 @@ const char *factName(Fact fact) {
     case RewrittenPrints: return "rewritten-prints";
     case GatheredCounts: return "gathered-counts";
     case ReducedValues: return "reduced-values";
+    case HandledWrites: return "handled-writes";
   }
   return "?";
 }
@@ -48,7 +50,7 @@ const char *factName(Fact fact) {
 // Facts, shortened for the table below.
 constexpr FactSet kUsers = AcceleratorUsers, kOptions = AcceleratorOptions, kPrepared = PreparedModels,
                   kAcc = FilesUsingAcc, kPrints = RewrittenPrints, kGathered = GatheredCounts,
-                  kReduced = ReducedValues, kNone = 0;
+                  kReduced = ReducedValues, kWrites = HandledWrites, kNone = 0;
 
 const std::vector<Rule> &allRules() {
   // name, summary, on by default, produces, consumes, registerMatchers
@@ -77,8 +79,13 @@ const std::vector<Rule> &allRules() {
        kGathered | kUsers | kAcc, kNone, registerGatherForMetrics},
       {"reduce-metrics", "numbers accumulated over a loader's batches are reduced over processes after the loop",
        true, kReduced | kUsers | kAcc, kGathered, registerReduceMetrics},
-      {"save-on-main-process", "torch::save(...) runs after wait_for_everyone() on the main process only", true,
-       kUsers | kAcc, kNone, registerSaveOnMainProcess},
+      {"save-on-main-process",
+       "torch::save(...) runs on the main process only (barriers where every process gets to); a prepared model's "
+       "becomes accelerator.save_model",
+       true, kUsers | kAcc, kPrepared | kGathered | kReduced, registerSaveOnMainProcess},
+      {"write-on-main-process",
+       "std::ofstream files are opened, and create_directories runs, on the main process only (a barrier after it)",
+       true, kWrites | kUsers | kAcc, kGathered | kReduced, registerWriteOnMainProcess},
       {"fsdp-units", "the forward of each --fsdp-units module type starts with acc::ForwardHooksGuard (FSDP units)",
        false, kAcc, kNone, registerFsdpUnits},
       {"print-on-main-process",
@@ -87,7 +94,7 @@ const std::vector<Rule> &allRules() {
       {"print-on-every-process", "reports prints left printing on every process (what print-on-main-process cannot "
        "rewrite)", true, kNone, kUsers | kPrints, registerPrintOnEveryProcess},
       {"every-rank-side-effect", "reports file writes and whole-dataset progress counts that every process does",
-       true, kNone, kUsers, registerEveryRankSideEffect},
+       true, kNone, kUsers | kWrites, registerEveryRankSideEffect},
       {"no-data-loader", "reports training loops that batch without a DataLoader (every process gets all data)", true,
        kNone, kNone, registerNoDataLoader},
       {"out-of-scope", "reports training code out of reach: project headers outside the scope, backward not migrated",

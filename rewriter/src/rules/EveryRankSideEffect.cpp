@@ -1,6 +1,7 @@
-// every-rank-side-effect (report): what every process does that only one should, other than
-// torch::save (save-on-main-process rewrites that), in functions that use the accelerator (the fact
-// accelerator-users):
+// every-rank-side-effect (report): what every process does that only one should, other than what
+// save-on-main-process and write-on-main-process rewrite (torch::save, and the std::ofstream openings
+// and create_directories calls in the fact handled-writes), in functions that use the accelerator
+// (the fact accelerator-users):
 // - writing files: constructing a std::ofstream with a name or open()ing one, fopen in a write or
 //   append mode, std::filesystem::create_*/remove/remove_all/rename, and writers whose name says
 //   write/save/dump (cv::imwrite, stbi_write_png, a project's save_image): N processes write the
@@ -8,12 +9,17 @@
 // - progress counters that assume the whole dataset: a count stepped in a loop over a DataLoader
 //   compared with the dataset's size (directly or through a variable initialised from it): each
 //   process sees only its shard, so it never reaches the total.
-// Reported, not rewritten: which process should write, or whether each should write its own file,
-// is the author's call. Statements already under `is_main_process()`/`process_index()` are left alone.
+// Reported with the lines to write, not rewritten: whether a C FILE* that only the main process
+// opens is then used safely, whether another process uses a path that is removed or renamed, which
+// process should call a writer of the project's, is the author's call. Statements already under
+// `is_main_process()`/`process_index()` are left alone.
+#include "Analysis.h"
 #include "Matchers.h"
 #include "Migration.h"
+#include "SharedFiles.h"
 
 #include <clang/AST/ExprCXX.h>
+#include <clang/AST/ParentMapContext.h>
 #include <clang/AST/StmtCXX.h>
 #include <clang/ASTMatchers/ASTMatchers.h>
 #include <memory>
@@ -33,21 +39,24 @@ struct SideEffect {
   std::string reason, suggestion;
 };
 
-const char *const kOnMainProcess =
-    "do it on the main process only: `if (accelerator.is_main_process()) { ... }`, or give each process its own "
-    "file (`accelerator.process_index()` in its name)";
+const char *const kOwnFile = ", or give each process its own file (`accelerator.process_index()` in its name)";
 
-// Some enclosing `if` already picks a process (a migrated file, or code written for several ranks).
-bool underProcessCheck(const Stmt &s, Migration &m) {
-  for (DynTypedNodeList parents = m.ctx.getParents(s); !parents.empty(); parents = m.ctx.getParents(parents[0]))
-    if (const auto *ifStmt = parents[0].get<IfStmt>()) {
-      std::string condition = m.text(ifStmt->getCond()->getSourceRange());
-      if (condition.find("is_main_process") != std::string::npos ||
-          condition.find("is_local_main_process") != std::string::npos ||
-          condition.find("process_index") != std::string::npos)
-        return true;
-    }
-  return false;
+// `if (accelerator.is_main_process()) call;` where the call is a statement of its own, else the
+// guard around the statement that holds it.
+std::string onMainProcess(const Expr &call, Migration &m) {
+  std::string text = m.text(call.getSourceRange());
+  if (statementPlace(call, m.ctx) != StatementPlace::None) return "`" + std::string(kMainProcessGuard) + text + ";`";
+  return "`" + std::string(kMainProcessGuard) + "{ ... }` around the statement that calls `" + text + "`";
+}
+
+// The variable `call` initialises (`FILE *f = fopen(...)`), or null.
+const VarDecl *initialised(const Expr &call, Migration &m) {
+  for (DynTypedNodeList parents = m.ctx.getParents(call); !parents.empty(); parents = m.ctx.getParents(parents[0])) {
+    if (const auto *var = parents[0].get<VarDecl>()) return var;
+    const Stmt *p = parents[0].get<Stmt>();
+    if (!p || !isa<ImplicitCastExpr, ParenExpr, ExprWithCleanups>(p)) return nullptr;
+  }
+  return nullptr;
 }
 
 // fopen's mode writes: "w", "a" or an update mode ("r+").
@@ -60,6 +69,7 @@ bool writesMode(const Expr *mode) {
 
 void registerEveryRankSideEffect(Migration &m) {
   auto found = std::make_shared<std::vector<SideEffect>>();
+  // The suggestion is made here, while the match's nodes are at hand, but only kept if reported.
   auto note = [&m, found](const Stmt &s, const FunctionDecl *fn, std::string reason, std::string suggestion) {
     if (!underProcessCheck(s, m)) found->push_back({s.getBeginLoc(), fn, std::move(reason), std::move(suggestion)});
   };
@@ -68,32 +78,51 @@ void registerEveryRankSideEffect(Migration &m) {
   auto ofstream = cxxRecordDecl(hasName("::std::basic_ofstream"));
   auto namedFileConstructor = cxxConstructorDecl(
       ofClass(ofstream), unless(anyOf(isDefaultConstructor(), isCopyConstructor(), isMoveConstructor())));
-  m.onMatch(cxxConstructExpr(hasDeclaration(namedFileConstructor), inFn).bind("effect"),
-            [note](const BoundNodes &nodes) {
-              note(*nodes.getNodeAs<Stmt>("effect"), nodes.getNodeAs<FunctionDecl>("fn"),
-                   "std::ofstream writes a file on every process (all of them write the same file)", kOnMainProcess);
-            });
+  m.onMatch(cxxConstructExpr(hasDeclaration(namedFileConstructor), inFn).bind("effect"), [&m, note](
+                                                                                             const BoundNodes &nodes) {
+    const auto *construct = nodes.getNodeAs<CXXConstructExpr>("effect");
+    const VarDecl *var = initialised(*construct, m);
+    std::string open = "do it on the main process only";
+    if (var && var->getInitStyle() != VarDecl::CInit)  // `std::ofstream log(path)`: an unopened stream ignores writes
+      open = "open it on the main process only: `" + declaredText(*var, m) + ";` and `" + kMainProcessGuard +
+             var->getNameAsString() + ".open(" + argumentsText(*construct, m) +
+             ");` (a stream that is not open ignores writes; a test of it then fails on the other processes)";
+    note(*construct, nodes.getNodeAs<FunctionDecl>("fn"),
+         "std::ofstream writes a file on every process (all of them write the same file)", open + kOwnFile);
+  });
   m.onMatch(cxxMemberCallExpr(callee(cxxMethodDecl(hasName("open"), ofClass(ofstream))), inFn).bind("effect"),
-            [note](const BoundNodes &nodes) {
-              note(*nodes.getNodeAs<Stmt>("effect"), nodes.getNodeAs<FunctionDecl>("fn"),
+            [&m, note](const BoundNodes &nodes) {
+              const auto *call = nodes.getNodeAs<CXXMemberCallExpr>("effect");
+              note(*call, nodes.getNodeAs<FunctionDecl>("fn"),
                    "std::ofstream::open writes a file on every process (all of them write the same file)",
-                   kOnMainProcess);
+                   "open it on the main process only: " + onMainProcess(*call, m) +
+                       " (a stream that is not open ignores writes; a test of it then fails on the other processes)" +
+                       kOwnFile);
             });
   m.onMatch(
       callExpr(callee(functionDecl(hasAnyName("::fopen", "::std::fopen"))), argumentCountIs(2), inFn).bind("effect"),
-      [note](const BoundNodes &nodes) {
+      [&m, note](const BoundNodes &nodes) {
         const auto *call = nodes.getNodeAs<CallExpr>("effect");
         if (!writesMode(call->getArg(1))) return;
+        const VarDecl *var = initialised(*call, m);
+        std::string text = m.text(call->getSourceRange());
+        std::string open =
+            var ? "`" + declaredText(*var, m) + " = accelerator.is_main_process() ? " + text +
+                      " : nullptr;`, and each use of it under `if (" + var->getNameAsString() + ")`"
+                : "`accelerator.is_main_process() ? " + text + " : nullptr`, and each use of the FILE* under a test";
         note(*call, nodes.getNodeAs<FunctionDecl>("fn"),
-             "fopen for writing writes a file on every process (all of them write the same file)", kOnMainProcess);
+             "fopen for writing writes a file on every process (all of them write the same file)",
+             "open it on the main process only: " + open + kOwnFile);
       });
   auto fileSystem =
       functionDecl(matchesName("^::std::(__fs::)?filesystem::(.*::)?(create_[a-z_]+|remove|remove_all|rename)$"));
-  m.onMatch(callExpr(callee(fileSystem.bind("callee")), inFn).bind("effect"), [note](const BoundNodes &nodes) {
-    note(*nodes.getNodeAs<Stmt>("effect"), nodes.getNodeAs<FunctionDecl>("fn"),
+  m.onMatch(callExpr(callee(fileSystem.bind("callee")), inFn).bind("effect"), [&m, note](const BoundNodes &nodes) {
+    const auto *call = nodes.getNodeAs<CallExpr>("effect");
+    note(*call, nodes.getNodeAs<FunctionDecl>("fn"),
          "std::filesystem::" + nodes.getNodeAs<FunctionDecl>("callee")->getNameAsString() +
              " changes the file system on every process",
-         kOnMainProcess);
+         "do it on the main process only: " + onMainProcess(*call, m) +
+             ", then `accelerator.wait_for_everyone();` where every process gets to, if the others use the path next");
   });
   // Other writers, by name: not the standard library's or torch's (torch::save is save-on-main-process's,
   // a stream's write follows its open), nor a project function that saves with torch::save.
@@ -102,11 +131,12 @@ void registerEveryRankSideEffect(Migration &m) {
                              unless(matchesName("^::(std|torch|at|c10|acc)::")),
                              unless(hasAnyName("::fwrite", "::write", "::pwrite", "::fputs", "::fprintf")),
                              unless(hasBody(hasDescendant(torchSave))));
-  m.onMatch(callExpr(callee(writer.bind("callee")), inFn).bind("effect"), [note](const BoundNodes &nodes) {
-    note(*nodes.getNodeAs<Stmt>("effect"), nodes.getNodeAs<FunctionDecl>("fn"),
+  m.onMatch(callExpr(callee(writer.bind("callee")), inFn).bind("effect"), [&m, note](const BoundNodes &nodes) {
+    const auto *call = nodes.getNodeAs<CallExpr>("effect");
+    note(*call, nodes.getNodeAs<FunctionDecl>("fn"),
          nodes.getNodeAs<FunctionDecl>("callee")->getQualifiedNameAsString() +
              " writes on every process (all of them write the same output)",
-         kOnMainProcess);
+         "do it on the main process only: " + onMainProcess(*call, m) + kOwnFile);
   });
 
   // Progress: `seen` stepped in a loop over a DataLoader, compared with the dataset's size.
@@ -136,7 +166,7 @@ void registerEveryRankSideEffect(Migration &m) {
   m.atEnd([&m, found] {
     std::set<SourceLocation> reported;  // a template's pattern and its instantiations
     for (const SideEffect &effect : *found)
-      if (m.usesAccelerator(effect.fn) && reported.insert(effect.at).second)
+      if (m.usesAccelerator(effect.fn) && !m.isHandledWrite(effect.at) && reported.insert(effect.at).second)
         m.report(effect.at, effect.reason, effect.suggestion);
   });
 }

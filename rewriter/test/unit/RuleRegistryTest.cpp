@@ -167,6 +167,7 @@ TEST(RuleRegistry, FactNamesAreStable) {
   EXPECT_STREQ(factName(RewrittenPrints), "rewritten-prints");
   EXPECT_STREQ(factName(GatheredCounts), "gathered-counts");
   EXPECT_STREQ(factName(ReducedValues), "reduced-values");
+  EXPECT_STREQ(factName(HandledWrites), "handled-writes");
 }
 
 // A rule that acts only in functions that use the accelerator, selected without any rule that says
@@ -224,7 +225,7 @@ TEST(RuleRegistry, EachRuleDeclaresFactsThatConnect) {
   EXPECT_EQ(findRule("include-acc")->consumes, FactSet(FilesUsingAcc));
   EXPECT_EQ(findRule("cmake-link")->consumes, FactSet(FilesUsingAcc));
   for (const char *writer : {"data-loader", "backward", "clip-grad", "device-declaration", "prepare", "device-move",
-                             "save-on-main-process", "gather-for-metrics", "reduce-metrics"})
+                             "save-on-main-process", "write-on-main-process", "gather-for-metrics", "reduce-metrics"})
     EXPECT_EQ(findRule(writer)->produces & (AcceleratorUsers | FilesUsingAcc), FactSet(AcceleratorUsers | FilesUsingAcc))
         << writer;
   // Reports only: no facts either way.
@@ -241,7 +242,12 @@ TEST(RuleRegistry, EachRuleDeclaresFactsThatConnect) {
   EXPECT_TRUE(findRule("print-on-main-process")->consumes & ReducedValues);
   // A report on the functions that use the accelerator.
   EXPECT_EQ(findRule("every-rank-side-effect")->produces, 0u);
-  EXPECT_EQ(findRule("every-rank-side-effect")->consumes, FactSet(AcceleratorUsers));
+  EXPECT_EQ(findRule("every-rank-side-effect")->consumes, FactSet(AcceleratorUsers | HandledWrites));
+  EXPECT_EQ(findRule("write-on-main-process")->produces & HandledWrites, FactSet(HandledWrites));
+  // A prepared model's save becomes accelerator.save_model; a save under a metric reduce-metrics or
+  // gather-for-metrics made uniform gets its barriers (so may a directory created under one).
+  EXPECT_EQ(findRule("save-on-main-process")->consumes, FactSet(PreparedModels | GatheredCounts | ReducedValues));
+  EXPECT_EQ(findRule("write-on-main-process")->consumes, FactSet(GatheredCounts | ReducedValues));
 }
 
 }  // namespace
