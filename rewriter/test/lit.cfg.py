@@ -36,10 +36,6 @@ def acc_include_dir():
 config.substitutions.append(("%acc-migrate-bin", config.acc_migrate))
 config.substitutions.append(
     ("%acc-migrate", config.acc_migrate + " --color=false -j 1 --acc-include=" + acc_include_dir()))
-# The stub headers (Inputs/stub): only for tests of the command line that never look at a type. They
-# are going away; nothing new uses them.
-stub = os.path.join(config.test_source_root, "Inputs", "stub")
-config.substitutions.append(("%stub-flags", "-isystem " + stub + " -std=c++17"))
 config.substitutions.append(("%examples", os.path.join(repo, "examples", "programs")))
 config.substitutions.append(("%repo", repo))
 config.substitutions.append(("FileCheck", config.filecheck))

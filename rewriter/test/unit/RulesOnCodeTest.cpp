@@ -204,12 +204,6 @@ TEST(RulesOnCode, EachRuleAloneOnItsLitTest) {
     std::string path = std::string(ACC_MIGRATE_TEST_DIR) + "/" + rule.name + ".cpp";
     auto buffer = llvm::MemoryBuffer::getFile(path);
     ASSERT_TRUE(bool(buffer)) << path;
-    // A lit test its owner has not yet moved off the stub headers (Inputs/stub) is not valid code
-    // against real torch: its lit run still covers it until then.
-    if ((*buffer)->getBuffer().contains("%stub-flags")) {
-      std::cout << "[ NOTE     ] " << rule.name << ": its lit test still parses the stub headers; skipped\n";
-      continue;
-    }
     UnitResult out = migrate((*buffer)->getBuffer().str(), {rule.name}, {}, settingsOf((*buffer)->getBuffer()));
     EXPECT_TRUE(out.parsed) << rule.name;
     for (const std::string &name : rulesThatActed(out))
