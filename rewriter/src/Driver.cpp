@@ -11,6 +11,7 @@
 #include <llvm/Support/raw_ostream.h>
 #include <atomic>
 #include <mutex>
+#include <set>
 #include <thread>
 
 using namespace clang;
@@ -141,9 +142,8 @@ void runOne(const std::string &file, const DriverConfig &config, UnitResult &out
   }
 }
 
-}  // namespace
 
-std::vector<UnitResult> runUnits(const std::vector<std::string> &files, const DriverConfig &config) {
+std::vector<UnitResult> runRound(const std::vector<std::string> &files, const DriverConfig &config) {
   std::vector<UnitResult> results(files.size());
   std::atomic<size_t> next{0}, done{0};
   std::mutex progressMutex;
@@ -165,6 +165,35 @@ std::vector<UnitResult> runUnits(const std::vector<std::string> &files, const Dr
   for (unsigned t = 1; t < jobs; ++t) threads.emplace_back(worker);
   worker();
   for (std::thread &t : threads) t.join();
+  return results;
+}
+
+}  // namespace
+
+// A file's functions whose results are the same on every process (an evaluate() that gathers its
+// counts) decide what the files calling them may do: those files are parsed again, told, until no
+// file shows anything new (a chain of files adds one round per link; four at most).
+std::vector<UnitResult> runUnits(const std::vector<std::string> &files, const DriverConfig &config) {
+  std::vector<UnitResult> results = runRound(files, config);
+  DriverConfig again = config;
+  again.progress = false;
+  for (int round = 0; round < 4; ++round) {
+    std::set<std::string> uniform = config.settings.uniformResultsElsewhere;
+    for (const UnitResult &unit : results) uniform.insert(unit.uniformResults.begin(), unit.uniformResults.end());
+    std::vector<size_t> told;
+    for (size_t i = 0; i < results.size(); ++i)
+      for (const std::string &key : results[i].resultsNotSeen)
+        if (uniform.count(key) && !again.settings.uniformResultsElsewhere.count(key)) {
+          told.push_back(i);
+          break;
+        }
+    if (told.empty()) break;
+    again.settings.uniformResultsElsewhere = std::move(uniform);
+    std::vector<std::string> subset;
+    for (size_t i : told) subset.push_back(files[i]);
+    std::vector<UnitResult> redone = runRound(subset, again);
+    for (size_t k = 0; k < told.size(); ++k) results[told[k]] = std::move(redone[k]);
+  }
   return results;
 }
 

@@ -6,6 +6,7 @@
 #include "Rule.h"
 
 #include <clang/AST/ParentMapContext.h>
+#include <clang/AST/RecursiveASTVisitor.h>
 #include <llvm/Support/ErrorHandling.h>
 #include <llvm/Support/Path.h>
 #include <algorithm>
@@ -26,6 +27,13 @@ bool ProjectScope::contains(StringRef path) const {
   return false;
 }
 
+std::string absoluteInUnit(const SourceManager &sm, StringRef name) {
+  SmallString<256> path(name);
+  sm.getFileManager().getVirtualFileSystem().makeAbsolute(path);
+  llvm::sys::path::remove_dots(path, /*remove_dot_dot=*/true);
+  return std::string(path);
+}
+
 bool ProjectFiles::contains(SourceLocation loc) const {
   if (loc.isInvalid()) return false;
   loc = sm_.getSpellingLoc(loc);
@@ -34,12 +42,7 @@ bool ProjectFiles::contains(SourceLocation loc) const {
   auto cached = cache_.find(id);
   if (cached != cache_.end()) return cached->second;
   bool result = false;
-  if (OptionalFileEntryRef entry = sm_.getFileEntryRefForID(id)) {
-    SmallString<256> path(entry->getName());
-    llvm::sys::fs::make_absolute(path);
-    llvm::sys::path::remove_dots(path, /*remove_dot_dot=*/true);
-    result = scope_.contains(path);
-  }
+  if (OptionalFileEntryRef entry = sm_.getFileEntryRefForID(id)) result = scope_.contains(absoluteInUnit(sm_, entry->getName()));
   cache_[id] = result;
   return result;
 }
@@ -116,21 +119,13 @@ void Migration::run(const std::vector<const Rule *> &steps) {
     }
   }
   rule_ = nullptr;
+  exportUniformResults();
   // Edits in rule order, each rule's in the order it made them: insertions at one offset are joined
   // in this order (Output.cpp), as when every rule ran by itself.
   std::map<std::string, size_t> order;
   for (size_t i = 0; i < steps.size(); ++i) order.emplace(steps[i]->name, i);
   std::stable_sort(out_.edits.begin(), out_.edits.end(),
                    [&](const Edit &a, const Edit &b) { return order[a.rule] < order[b.rule]; });
-}
-
-// A file as clang names it can be relative to the current directory (`-Iproj/include`): edits and
-// findings carry the absolute path, so that --output-dir maps it under the scope like the sources.
-static std::string absolutePath(StringRef name) {
-  SmallString<256> path(name);
-  llvm::sys::fs::make_absolute(path);
-  llvm::sys::path::remove_dots(path, /*remove_dot_dot=*/true);
-  return std::string(path);
 }
 
 bool Migration::replace(CharSourceRange range, StringRef text) {
@@ -143,7 +138,7 @@ bool Migration::replace(CharSourceRange range, StringRef text) {
   if (!inProject(begin)) return false;
   if (range.isTokenRange()) end = afterToken(end, sm, lang);
   Edit edit;
-  edit.file = absolutePath(sm.getFileEntryRefForID(sm.getFileID(begin))->getName());
+  edit.file = absoluteInUnit(sm, sm.getFileEntryRefForID(sm.getFileID(begin))->getName());
   edit.offset = sm.getFileOffset(begin);
   edit.length = sm.getFileOffset(end) - edit.offset;
   edit.text = text.str();
@@ -165,7 +160,7 @@ void Migration::report(SourceLocation loc, const Twine &reason, const Twine &sug
   loc = sm.getExpansionLoc(loc);  // for a macro, where the user wrote it
   Finding f;
   if (OptionalFileEntryRef entry = sm.getFileEntryRefForID(sm.getFileID(loc)))
-    f.file = absolutePath(entry->getName());
+    f.file = absoluteInUnit(sm, entry->getName());
   f.line = sm.getSpellingLineNumber(loc);
   f.column = sm.getSpellingColumnNumber(loc);
   f.rule = rule_ ? rule_->name : "";
@@ -281,6 +276,35 @@ void Migration::noteGatheredCount(const VarDecl *count, SourceLocation increment
   access(GatheredCounts, /*write=*/true);
   facts_.gatheredCounts.insert(count->getLocation());
   facts_.gatheredVars.emplace_back(count, increment);
+}
+
+RankDependence Migration::rankDependence() {
+  return RankDependence(ctx, OtherFiles{&settings.uniformResultsElsewhere, &out_.resultsNotSeen});
+}
+
+namespace {
+class Definitions : public RecursiveASTVisitor<Definitions> {
+ public:
+  std::vector<const FunctionDecl *> found;
+  bool VisitFunctionDecl(FunctionDecl *fn) {
+    if (fn->isThisDeclarationADefinition()) found.push_back(fn);
+    return true;
+  }
+};
+}  // namespace
+
+// After every rule: the collectives they inserted (gathered counts, reduced values) count.
+void Migration::exportUniformResults() {
+  RankDependence ranks = rankDependence();
+  for (auto [count, increment] : facts_.gatheredVars) ranks.assumeUniformAfter(count, increment);
+  for (auto [var, point] : facts_.reducedValues) ranks.assumeUniformAfter(var, point);
+  Definitions definitions;
+  for (Decl *d : projectDecls_) definitions.TraverseDecl(d);
+  for (const FunctionDecl *fn : definitions.found) {
+    std::string key = RankDependence::crossFileKey(fn);
+    if (!key.empty() && inProject(fn->getLocation()) && ranks.returnsUniformWhateverArguments(fn))
+      out_.uniformResults.insert(key);
+  }
 }
 
 void Migration::assumeUniformValues(RankDependence &ranks) {

@@ -44,6 +44,11 @@ class ProjectFiles {
 
 class RankDependence;
 
+// `name`, a file clang opened, as an absolute path without dots. Relative names (`-Iinclude`) are
+// relative to the compile command's directory, which the parse's own file system holds (Driver.cpp),
+// not to the process's.
+std::string absoluteInUnit(const clang::SourceManager &sm, llvm::StringRef name);
+
 class Migration {
  public:
   Migration(clang::ASTContext &ctx, const ProjectScope &scope, UnitResult &out, RuleSettings settings = {});
@@ -135,6 +140,9 @@ class Migration {
   // declaration on) and reduced values (after their reduction), as far as the running rule consumes
   // those facts.
   void assumeUniformValues(RankDependence &ranks);
+  // The unit's rank dependence, told what the other files of the run showed (RuleSettings) and
+  // noting in the unit's result the functions of other files whose results it could not see.
+  RankDependence rankDependence();
   // reduced-values: variables an inserted `v = accelerator.reduce(v, ...);` makes uniform after a point.
   void noteReduced(const clang::VarDecl *var, clang::SourceLocation point);
   const std::vector<std::pair<const clang::VarDecl *, clang::SourceLocation>> &reducedValues();
@@ -143,6 +151,8 @@ class Migration {
   bool isHandledWrite(clang::SourceLocation write);
 
  private:
+  // UnitResult::uniformResults: what the other files may assume of this unit's functions.
+  void exportUniformResults();
   class Callback;
   void access(Fact fact, bool write);  // the check above
   void noteUsesAcc(clang::SourceLocation loc);

@@ -322,7 +322,8 @@ void RankDependence::Impl::assume(const VarDecl *var, SourceLocation point) {
   summaries_.clear();
 }
 
-RankDependence::RankDependence(ASTContext &ctx) : impl_(std::make_unique<Impl>(ctx)) {}
+RankDependence::RankDependence(ASTContext &ctx, OtherFiles otherFiles)
+    : impl_(std::make_unique<Impl>(ctx, otherFiles)) {}
 RankDependence::RankDependence(RankDependence &&) noexcept = default;
 RankDependence::~RankDependence() = default;
 
@@ -354,6 +355,16 @@ std::string RankDependence::explainReach(const Stmt &s) {
     where += (i == 0 ? (r.calls.size() == 1 ? ", through the call `" : ", through the calls `") : ", `") +
              impl_->text(r.calls[i]) + "`" + at(r.calls[i]);
   return where + ": " + impl_->explain(r.condition, Mode{});
+}
+
+bool RankDependence::returnsUniformWhateverArguments(const FunctionDecl *def) {
+  return impl_->returnsUniformWhateverArguments(def);
+}
+
+std::string RankDependence::crossFileKey(const FunctionDecl *fn) {
+  if (!fn || fn->isMain() || fn->isTemplated() || fn->isTemplateInstantiation() || !fn->isExternallyVisible())
+    return "";
+  return fn->getQualifiedNameAsString() + " " + fn->getType().getCanonicalType().getAsString();
 }
 
 void RankDependence::assumeUniformAfter(const VarDecl *var, SourceLocation point) { impl_->assume(var, point); }

@@ -29,6 +29,9 @@
 //    of its arguments are uniform (memoized per function and set of rank-local arguments; a call
 //    back into a function being analysed counts as rank-local). A non-const reference argument
 //    passed to such a function is written with what the function writes into it.
+//  - the results of the project's functions defined in other files of the run that returned a
+//    uniform value there whatever their arguments (RuleSettings::uniformResultsElsewhere; the run
+//    parses a file again once another file shows it);
 //  - parameters: main's are uniform; a function called in the unit (not virtual, its address not
 //    taken) has the parameter its every call passes; otherwise (its callers are in other files)
 //    integral, bool and enum parameters are taken as uniform, others not. A lambda's parameters are
@@ -44,14 +47,23 @@
 #include <clang/AST/Stmt.h>
 #include <llvm/ADT/StringRef.h>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 namespace accmigrate {
 
+// What the other files of a run tell, and are told: the keys (crossFileKey) of functions whose
+// result is uniform whatever their arguments, and a set collecting the functions defined elsewhere
+// whose results were taken as rank-local.
+struct OtherFiles {
+  const std::set<std::string> *uniformResults = nullptr;
+  std::set<std::string> *resultsNotSeen = nullptr;
+};
+
 class RankDependence {
  public:
-  explicit RankDependence(clang::ASTContext &ctx);
+  explicit RankDependence(clang::ASTContext &ctx, OtherFiles otherFiles = {});
   RankDependence(RankDependence &&) noexcept;
   ~RankDependence();
 
@@ -99,6 +111,15 @@ class RankDependence {
   // path from the earlier rank-local writes to the later references goes through (a statement of the
   // block that holds them, as after a loop). Forgets what was computed before (cheap to recompute).
   void assumeUniformAfter(const clang::VarDecl *var, clang::SourceLocation point);
+
+  // `def` (a function with its body in this unit) returns the same value on every process even when
+  // its every argument, and its object, differ: what other files may assume of its calls. False
+  // when it reads a file (whether before training depends on its callers) or returns nothing.
+  bool returnsUniformWhateverArguments(const clang::FunctionDecl *def);
+
+  // The name of `fn` across translation units: its qualified name and canonical type; "" for a
+  // template or its instantiation, a function of no linkage, or main.
+  static std::string crossFileKey(const clang::FunctionDecl *fn);
 
   // `name` is a launch variable that differs between the processes of one job (RANK, LOCAL_RANK,
   // SLURM_PROCID, OMPI_COMM_WORLD_RANK, CUDA_VISIBLE_DEVICES, HOSTNAME...).

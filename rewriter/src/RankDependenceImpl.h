@@ -182,7 +182,8 @@ class RankDependence::Impl {
   using Culprit = rankdep::Culprit;
   using Cause = rankdep::Cause;
 
-  explicit Impl(clang::ASTContext &ctx) : ctx_(ctx), sm_(ctx.getSourceManager()) {}
+  Impl(clang::ASTContext &ctx, OtherFiles otherFiles)
+      : ctx_(ctx), sm_(ctx.getSourceManager()), otherFiles_(otherFiles) {}
 
   // `e` is rank-local in mode `m` (in context, or inside a function being followed from a call);
   // then `c` says what makes it so.
@@ -192,6 +193,7 @@ class RankDependence::Impl {
   Reach reach(const clang::Stmt &s);
   void assume(const clang::VarDecl *var, clang::SourceLocation point);
   std::string text(const clang::Stmt *s) const;
+  bool returnsUniformWhateverArguments(const clang::FunctionDecl *def);
   unsigned line(clang::SourceLocation loc) const { return sm_.getPresumedLineNumber(sm_.getExpansionLoc(loc)); }
 
  private:
@@ -245,8 +247,13 @@ class RankDependence::Impl {
   Reach reach(const clang::Stmt &s, std::set<const void *> &seen, int depth);
   const clang::FunctionDecl *functionAround(const clang::Stmt &s);
 
+  // A call of the project's function defined in another file: uniform when that file showed it.
+  bool callElsewhere(const clang::CallExpr *call, const clang::FunctionDecl *callee, Culprit &c);
+  bool readsOptimizerSettings(const clang::FunctionDecl *callee);
+
   clang::ASTContext &ctx_;
   const clang::SourceManager &sm_;
+  OtherFiles otherFiles_;
   std::map<const clang::FunctionDecl *, Facts> facts_;
   // Per function and mode: its rank-local variables with why. While one is computed it grows to a
   // fixpoint (a variable not yet in it counts as uniform, so `i = i + 1` keeps `i` uniform); reached

@@ -307,6 +307,7 @@ bool RankDependence::Impl::call(const CallExpr *call, const Mode &m, Culprit &c)
       return true;
     }
     if (tensorResult) return blame(c, call, Why::Tensor);
+    if (readsOptimizerSettings(callee)) return any(args, m, c);
     return blame(c, call, Why::UnknownCall, "`" + name + "`");
   }
 
@@ -341,8 +342,48 @@ bool RankDependence::Impl::call(const CallExpr *call, const Mode &m, Culprit &c)
     if (tensorResult && c.why == Why::ProjectCall) return blame(c, call, Why::Tensor);
     return true;
   }
+  if (!sm_.isInSystemHeader(callee->getLocation())) return callElsewhere(call, callee, c);
   if (tensorResult) return blame(c, call, Why::Tensor);
   return blame(c, call, Why::UnknownCall, "`" + name + "`");
+}
+
+// An optimizer's or scheduler's settings (`optimizer.param_groups()[0].options().get_lr()`, a param
+// group's options, get_last_lr): set from the program's values and stepped alike on every process.
+// Not where a ReduceLROnPlateauScheduler steps: its steps follow a metric each process computes.
+bool RankDependence::Impl::readsOptimizerSettings(const FunctionDecl *callee) {
+  const auto *method = dyn_cast<CXXMethodDecl>(callee);
+  if (!method) return false;
+  const CXXRecordDecl *owner = method->getParent();
+  bool optim = inNamespaceNamed(owner, "optim") ||
+               (outermostNamespace(owner) == "acc" && (owner->getName() == "Optimizer" || owner->getName() == "Scheduler"));
+  if (!optim) return false;
+  indexCalls();
+  for (const auto &[fn, sites] : calls_)
+    if (const auto *step = dyn_cast<CXXMethodDecl>(fn);
+        step && !sites.empty() && nameOf(step) == "step" &&
+        derivesFrom(step->getParent(), "torch::optim::ReduceLROnPlateauScheduler"))
+      return false;
+  return true;
+}
+
+bool RankDependence::Impl::callElsewhere(const CallExpr *call, const FunctionDecl *callee, Culprit &c) {
+  std::string key = RankDependence::crossFileKey(callee);
+  if (!key.empty() && otherFiles_.uniformResults && otherFiles_.uniformResults->count(key)) return false;
+  if (!key.empty() && otherFiles_.resultsNotSeen) otherFiles_.resultsNotSeen->insert(key);
+  if (isTensor(call->getType())) return blame(c, call, Why::Tensor);
+  return blame(c, call, Why::UnknownCall, "`" + nameOf(callee) + "`");
+}
+
+// Every parameter and the object rank-local: what the function returns is uniform only if it comes
+// from no argument (a collective's result, a constant, the dataset's size).
+bool RankDependence::Impl::returnsUniformWhateverArguments(const FunctionDecl *def) {
+  if (!def || !def->hasBody() || def->getReturnType()->isVoidType() || readsFiles(def)) return false;
+  unsigned params = def->getNumParams();
+  const auto *method = dyn_cast<CXXMethodDecl>(def);
+  Mode everyArgument{def, params >= 64 ? ~uint64_t(0) : (uint64_t(1) << params) - 1,
+                     method && method->isInstance()};
+  const Expr *returned = nullptr;
+  return !summaryRankLocal(def, everyArgument, &returned);
 }
 
 // A call of the project's function `def`: uniform when what it returns is, given which of its

@@ -50,6 +50,12 @@ struct UnitResult {
     size_t edits = 0, findings = 0;
     std::set<std::string> rules;  // the default rules that would have acted
   } leftOut;
+  // Across files (RankDependence::crossFileKey): the functions this unit defines whose result is the
+  // same on every process whatever their arguments, after this unit's rewrites; and the functions it
+  // calls, defined elsewhere, whose results it took as differing between processes for want of
+  // their bodies. The run parses a unit again when another unit's uniformResults name one of them.
+  std::set<std::string> uniformResults;
+  std::set<std::string> resultsNotSeen;
 };
 
 }  // namespace accmigrate

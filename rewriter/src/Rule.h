@@ -14,6 +14,7 @@
 #include "Facts.h"
 
 #include <llvm/ADT/StringRef.h>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -21,10 +22,14 @@ namespace accmigrate {
 
 class Migration;
 
-// What the command line tells rules beyond selecting them (--fsdp-units=...): the same for every unit.
+// What the run tells rules beyond selecting them: the command line (--fsdp-units=...) and what the
+// other files of the run showed. The same for every unit.
 struct RuleSettings {
   // fsdp-units: the module types (as given: `Block`, `ns::Block` or `BlockImpl`) whose forward gets the guard.
   std::vector<std::string> fsdpUnits;
+  // The project's functions defined in other files whose result is the same on every process
+  // whatever their arguments (RankDependence::crossFileKey; UnitResult::uniformResults).
+  std::set<std::string> uniformResultsElsewhere;
 };
 
 struct Rule {

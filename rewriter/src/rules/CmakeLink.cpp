@@ -73,8 +73,7 @@ void applyCmakeLink(Migration &m) {
   if (m.filesUsingAcc().empty()) return;  // a header's use counts: its includer's targets build it
   OptionalFileEntryRef mainEntry = m.sm.getFileEntryRefForID(m.sm.getMainFileID());
   if (!mainEntry) return;
-  llvm::SmallString<256> mainFile(mainEntry->getName());
-  llvm::sys::fs::make_absolute(mainFile);
+  std::string mainFile = absoluteInUnit(m.sm, mainEntry->getName());
   if (!llvm::sys::fs::exists(mainFile)) return;  // an in-memory unit has no build
   std::optional<cmake::Project> found = cmake::Project::enclosing(std::string(mainFile));
   if (!found) {

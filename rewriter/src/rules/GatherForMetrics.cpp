@@ -91,7 +91,7 @@ void registerGatherForMetrics(Migration &m) {
     if (type->isReferenceType() || !(type->isIntegerType() || type->isRealFloatingType())) return;
     // A loss counts when it sums over the samples (Reduction::Sum): a mean is reduce-metrics' to reduce.
     if (const auto *lossCall = nodes.getNodeAs<CallExpr>("loss")) {
-      RankDependence ranks(m.ctx);
+      RankDependence ranks = m.rankDependence();
       if (MetricShares(m.ctx, ranks).of(lossCall) != Share::Sum) return;
     }
     state->candidates.push_back(

@@ -135,7 +135,7 @@ struct Print {
 
 class PrintRewriter {
  public:
-  PrintRewriter(Migration &m, bool rewrite) : m_(m), rewrite_(rewrite), ranks_(m.ctx), shares_(m.ctx, ranks_) {
+  PrintRewriter(Migration &m, bool rewrite) : m_(m), rewrite_(rewrite), ranks_(m.rankDependence()), shares_(m.ctx, ranks_) {
     m.assumeUniformValues(ranks_);  // what gather-for-metrics and reduce-metrics made the same everywhere
   }
 

@@ -145,7 +145,7 @@ void registerReduceMetrics(Migration &m) {
   });
 
   m.atEnd([&m, state] {
-    RankDependence ranks(m.ctx);
+    RankDependence ranks = m.rankDependence();
     MetricShares shares(m.ctx, ranks);
     std::vector<const Accumulation *> reduced;
     std::vector<Share> reductions;

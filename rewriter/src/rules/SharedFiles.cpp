@@ -51,7 +51,7 @@ bool underProcessCheck(const Stmt &s, Migration &m) {
 }
 
 RankDependence sharedFileRanks(Migration &m) {
-  RankDependence ranks(m.ctx);
+  RankDependence ranks = m.rankDependence();
   // What gather-for-metrics and reduce-metrics made the same on every process (a validation loss
   // reduced after its loop), as far as the running rule consumes those facts.
   m.assumeUniformValues(ranks);
