@@ -7,6 +7,7 @@
 #include <clang/Tooling/ArgumentsAdjusters.h>
 #include <clang/Tooling/Tooling.h>
 #include <llvm/Support/FileSystem.h>
+#include <llvm/Support/VirtualFileSystem.h>
 #include <llvm/Support/raw_ostream.h>
 #include <atomic>
 #include <mutex>
@@ -96,7 +97,10 @@ class RulesActionFactory : public FrontendActionFactory {
 std::string parseOne(const std::string &file, const std::string &pch, const DriverConfig &config, UnitResult &out) {
   out = UnitResult();
   out.mainFile = file;
-  ClangTool tool(*config.database, {file});
+  // A file system of its own: the default one changes the process's working directory to the
+  // command's and back, which races between threads (one thread "restores" another's directory).
+  ClangTool tool(*config.database, {file}, std::make_shared<PCHContainerOperations>(),
+                 llvm::vfs::createPhysicalFileSystem());
   // Clang's own headers (stddef.h...) live in the resource directory of the LLVM we link against.
   tool.appendArgumentsAdjuster(getInsertArgumentAdjuster("-resource-dir=" ACC_CLANG_RESOURCE_DIR,
                                                          ArgumentInsertPosition::END));

@@ -9,6 +9,7 @@
 #include <llvm/Support/MD5.h>
 #include <llvm/Support/Path.h>
 #include <llvm/Support/Process.h>
+#include <llvm/Support/VirtualFileSystem.h>
 #include <llvm/Support/raw_ostream.h>
 #include <cstdlib>
 
@@ -147,7 +148,8 @@ std::string PchCache::build(const CompileCommand &command, const std::string &ke
   forHeader.CommandLine.insert(forHeader.CommandLine.begin() + 1, {"-x", "c++-header"});
   forHeader.CommandLine.push_back(header);
   OneCommand database(forHeader);
-  ClangTool tool(database, {header});
+  // Its own working directory, as in Driver.cpp: other threads are parsing meanwhile.
+  ClangTool tool(database, {header}, std::make_shared<PCHContainerOperations>(), llvm::vfs::createPhysicalFileSystem());
   tool.appendArgumentsAdjuster(getInsertArgumentAdjuster("-resource-dir=" ACC_CLANG_RESOURCE_DIR,
                                                          ArgumentInsertPosition::END));
   tool.appendArgumentsAdjuster(getInsertArgumentAdjuster(

@@ -1,6 +1,0 @@
-// A library header (outside the project) with a macro that writes a function's body into the file
-// that expands it.
-#pragma once
-#include <torch/torch.h>
-#define DEFINE_STEP(name) \
-  inline void name(torch::Tensor loss) { loss.backward(); }
