@@ -29,7 +29,7 @@ TEST(JobId, ShortReadsAndInterruptionsAreRetried) {
       return -1;
     }
     EXPECT_EQ(length, sizeof(bytes) - given);  // asks only for what is still missing
-    buffer[0] = bytes[given++];  // one byte at a time
+    buffer[0] = bytes[given++];                // one byte at a time
     return 1;
   });
   EXPECT_EQ(id, "0123456789abcdef");
