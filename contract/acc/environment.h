@@ -3,8 +3,8 @@
 // every rank and that acc::Accelerator reads. They are torchrun's and Accelerate's own names, so
 // torchrun or `accelerate launch` start acc programs, and acc-launch starts PyTorch programs.
 //
-// This header is the only thing the launcher and the runtime share (docs/architecture.md): it is
-// torch-free and holds names and defaults only. Tests spell the names out literally, so that a
+// This header is the contract between the launcher and the runtime (docs/architecture.md; the launch
+// code both run is common/, acc_common): it is torch-free and holds names and defaults only. Tests spell the names out literally, so that a
 // change here that breaks compatibility with torchrun or Accelerate fails them.
 namespace acc::env {
 

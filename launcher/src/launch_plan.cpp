@@ -57,26 +57,6 @@ EnvMap fsdp_environment(const LaunchSettings& s) {
 
 }  // namespace
 
-std::string first_slurm_host(const std::string& nodelist) {
-  // The first entry ends at the first comma outside brackets.
-  size_t end = 0;
-  for (int depth = 0; end < nodelist.size(); ++end) {
-    if (nodelist[end] == '[') ++depth;
-    if (nodelist[end] == ']') --depth;
-    if (nodelist[end] == ',' && depth == 0) break;
-  }
-  const std::string entry = nodelist.substr(0, end);
-  const size_t open = entry.find('[');
-  if (open == std::string::npos) return entry;
-  const size_t close = entry.find(']', open);
-  const std::string range = entry.substr(open + 1, close == std::string::npos ? std::string::npos : close - open - 1);
-  // "03-05,9" -> "03": the first number keeps its zero padding, as SLURM's host names do.
-  const std::string first = range.substr(0, range.find_first_of(",-"));
-  // Names may hold several ranges ("rack[1-2]-n[1-4]"): the suffix is expanded the same way.
-  const std::string suffix = close == std::string::npos ? "" : first_slurm_host(entry.substr(close + 1));
-  return entry.substr(0, open) + first + suffix;
-}
-
 LaunchPlan resolve_plan(const LaunchSettings& given, const MachineFacts& facts, const EnvMap& env) {
   LaunchPlan plan;
   LaunchSettings s = given;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <acc/environment.h>
+#include <acc_common/slurm_nodelist.h>
 
 #include "launch_settings.h"
 
@@ -45,7 +46,8 @@ struct LaunchPlan {
 // that contradict each other, naming the flags involved.
 LaunchPlan resolve_plan(const LaunchSettings& settings, const MachineFacts& facts, const EnvMap& env);
 
-// The first host of a SLURM node list: "gpu[03-05,9],cpu1" -> "gpu03".
-std::string first_slurm_host(const std::string& nodelist);
+// The first host of a SLURM node list: "gpu[03-05,9],cpu1" -> "gpu03" (the runtime reads SLURM's lists
+// with the same function).
+using common::first_slurm_host;
 
 }  // namespace acc::launcher

@@ -1,80 +1,37 @@
 #include "ports.h"
 
-#include <netdb.h>
-#include <netinet/in.h>
-#include <sys/random.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
-#include <memory>
+#include <system_error>
 
-#include <acc/environment.h>
+#include <acc_common/job_id.h>
+#include <acc_common/port_binding.h>
 
 #include "errors.h"
 
 namespace acc::launcher {
 namespace {
 
-struct AddrInfoDeleter {
-  void operator()(addrinfo* info) const { ::freeaddrinfo(info); }
-};
-
-// SO_REUSEADDR so that connections of a previous run in TIME_WAIT do not count as "in use"; a live
-// listener still does. Returns the descriptor (listening when `listen`), or -1 with errno set.
-int bind_port(const sockaddr* address, socklen_t length, int family, bool listen) {
-  const int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  const int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (::bind(fd, address, length) != 0 || (listen && ::listen(fd, SOMAXCONN) != 0)) {
-    const int error = errno;
-    ::close(fd);
-    errno = error;
-    return -1;
+// Binds host:port; -1 with errno (EADDRNOTAVAIL when the host is not this machine's).
+int bind_host(const std::string& host, int port, bool listen) {
+  int error = 0;
+  int fd = -1;
+  try {
+    fd = common::bind_host(host, port, listen, error);
+  } catch (const common::UnresolvedHost& e) {
+    throw UsageError("the main process address '" + host + "' (--main_process_ip) does not resolve: " + e.what());
   }
+  if (fd < 0) errno = error;
   return fd;
 }
 
-int bound_port(int fd) {
-  sockaddr_storage address{};
-  socklen_t length = sizeof(address);
-  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) return 0;
-  if (address.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&address)->sin6_port);
-  return ntohs(reinterpret_cast<sockaddr_in*>(&address)->sin_port);
-}
-
-// Binds host:port; -1 with errno (EADDRNOTAVAIL when the host is not this machine's).
-int bind_host(const std::string& host, int port, bool listen) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  const int status = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
-  if (status != 0)
-    throw UsageError("the main process address '" + host + "' (--main_process_ip) does not resolve: " +
-                     ::gai_strerror(status));
-  std::unique_ptr<addrinfo, AddrInfoDeleter> addresses(found);
-  int error = EADDRNOTAVAIL;
-  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
-    const int fd = bind_port(a->ai_addr, a->ai_addrlen, a->ai_family, listen);
-    if (fd >= 0) return fd;
-    error = errno;
-    if (error == EADDRINUSE) break;
-  }
-  errno = error;
-  return -1;
-}
-
 int bind_any(int port, bool listen) {
-  sockaddr_in any{};
-  any.sin_family = AF_INET;
-  any.sin_addr.s_addr = htonl(INADDR_ANY);
-  any.sin_port = htons(static_cast<uint16_t>(port));
-  return bind_port(reinterpret_cast<sockaddr*>(&any), sizeof(any), AF_INET, listen);
+  int error = 0;
+  const int fd = common::bind_every_interface(port, listen, error);
+  if (fd < 0) errno = error;
+  return fd;
 }
 
 // The address itself, or every interface when it is not this machine's.
@@ -121,23 +78,22 @@ StoreSocket reserve_store_socket(LaunchPlan& plan, bool listen) {
     fd = bind_rendezvous(plan, 0, listen);
     if (fd >= 0)
       plan.notes.push_back("the default port " + std::to_string(taken) + " is in use; using free port " +
-                           std::to_string(bound_port(fd)) + " (choose one with --main_process_port)");
+                           std::to_string(common::bound_port(fd)) + " (choose one with --main_process_port)");
   }
   if (fd < 0)
     throw UsageError("cannot reserve the rendezvous port " + plan.master_addr + ":" +
                      std::to_string(plan.master_port) + " (" + std::strerror(errno) +
                      "); give another with --main_process_ip / --main_process_port");
-  plan.master_port = bound_port(fd);
+  plan.master_port = common::bound_port(fd);
   return StoreSocket(fd);
 }
 
 std::string new_job_id() {
-  unsigned char bytes[8] = {};
-  if (::getrandom(bytes, sizeof(bytes), 0) != static_cast<ssize_t>(sizeof(bytes)))
-    throw UsageError(std::string("cannot make a job id: getrandom: ") + std::strerror(errno));
-  char text[2 * sizeof(bytes) + 1];
-  for (size_t i = 0; i < sizeof(bytes); ++i) std::snprintf(text + 2 * i, 3, "%02x", bytes[i]);
-  return text;
+  try {
+    return common::new_job_id();
+  } catch (const std::system_error& e) {
+    throw UsageError(std::string("cannot make a job id: ") + e.what());
+  }
 }
 
 }  // namespace acc::launcher

@@ -1,6 +1,7 @@
 #include "rank_environment.h"
 
 #include <acc/environment.h>
+#include <acc_common/rank_variables.h>
 
 extern char** environ;
 
@@ -19,25 +20,26 @@ EnvMap current_environment() {
 EnvMap rank_environment(const LaunchPlan& plan, int local_rank, int restart_count, int max_restarts,
                         const EnvMap& base) {
   EnvMap env = base;
-  const int rank = plan.machine_rank * plan.local_world_size + local_rank;
-  env[env::kRank] = std::to_string(rank);
-  env[env::kLocalRank] = std::to_string(local_rank);
-  env[env::kWorldSize] = std::to_string(plan.world_size);
-  env[env::kLocalWorldSize] = std::to_string(plan.local_world_size);
-  env[env::kGroupRank] = std::to_string(plan.machine_rank);
-  env[env::kMasterAddr] = plan.master_addr;
-  env[env::kMasterPort] = std::to_string(plan.master_port);
-  env[env::kRestartCount] = std::to_string(restart_count);
-  env[env::kMaxRestarts] = std::to_string(max_restarts);
+  common::RankPlacement placement;
+  placement.local_rank = local_rank;
+  placement.rank = plan.machine_rank * plan.local_world_size + local_rank;
+  placement.world_size = plan.world_size;
+  placement.local_world_size = plan.local_world_size;
+  placement.machine_rank = plan.machine_rank;
+  placement.master_addr = plan.master_addr;
+  placement.master_port = plan.master_port;
+  placement.restart_count = restart_count;
+  placement.max_restarts = max_restarts;
+  placement.mixed_precision = plan.mixed_precision;
+  placement.use_cpu = plan.use_cpu;
+  for (auto& [name, value] : common::rank_variables(placement)) env[name] = std::move(value);
+  const int rank = placement.rank;
   // The descriptor exists in rank 0 only; a number inherited from an outer launch means nothing here.
   env.erase(env::kStoreListenFd);
   if (plan.store_listen_fd && rank == 0) env[env::kStoreListenFd] = std::to_string(*plan.store_listen_fd);
   // An id given by the user (the same on every machine of a multi-machine job) wins.
   if (!plan.job_id.empty() && !env.count(env::kJobId)) env[env::kJobId] = plan.job_id;
 
-  // Spelled as Accelerate's launcher spells them (str(bool) for USE_CPU, lower case for the rest).
-  env[env::kMixedPrecision] = plan.mixed_precision;
-  env[env::kUseCpu] = plan.use_cpu ? "True" : "False";
   if (plan.debug) env[env::kDebugMode] = "true";
   if (plan.gradient_accumulation_steps)
     env[env::kGradientAccumulationSteps] = std::to_string(*plan.gradient_accumulation_steps);

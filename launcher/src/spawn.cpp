@@ -1,12 +1,11 @@
 #include "spawn.h"
 
 #include <fcntl.h>
-#include <signal.h>
-#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
+
+#include <acc_common/child_process.h>
 
 namespace acc::launcher {
 namespace {
@@ -44,18 +43,13 @@ SpawnResult spawn(const SpawnRequest& request) {
   }
   if (pid == 0) {
     ::close(status_pipe[0]);
-    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail_in_child(status_pipe[1]);
-    if (::getppid() != parent) ::_exit(128 + SIGKILL);  // the launcher died before prctl took effect
+    if (!common::die_with_parent(parent)) fail_in_child(status_pipe[1]);
     // A session of its own (which is also a process group of its own, signalled as one), as torchrun
     // does: where the kernel shares CPU time by session (autogroup), each rank gets its own share
     // instead of all ranks sharing the launcher's one against everything else on the machine.
     ::setsid();
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) ::signal(sig, SIG_DFL);
-    const int null_fd = ::open("/dev/null", O_RDONLY);
-    if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);
+    common::reset_signal_handling();
+    common::stdin_from_dev_null();
     if (request.stdout_fd >= 0) ::dup2(request.stdout_fd, STDOUT_FILENO);
     if (request.stderr_fd >= 0) ::dup2(request.stderr_fd, STDERR_FILENO);
     if (request.inherit_fd >= 0) ::fcntl(request.inherit_fd, F_SETFD, 0);

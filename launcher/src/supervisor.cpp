@@ -16,6 +16,9 @@
 #include <memory>
 #include <optional>
 
+#include <acc_common/child_process.h>
+#include <acc_common/process_status.h>
+
 #include "errors.h"
 #include "rank_environment.h"
 #include "rank_output.h"
@@ -27,11 +30,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr size_t kHistoryLines = 20;
 constexpr auto kDrainTimeout = std::chrono::seconds(2);
-
-std::string signal_name(int sig) {
-  const char* abbrev = ::sigabbrev_np(sig);
-  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
-}
 
 // Why the program could not be executed, with the fix where one is clear. Only a name without '/' is looked
 // up in PATH, so only there can ./NAME be the fix, and only when the current directory has such a file.
@@ -49,14 +47,6 @@ std::string exec_failure(const std::string& program, int error) {
            program + ")";
   return message + " (not found in any directory of PATH; give its path, or add its directory to PATH)";
 }
-
-std::string describe(int wait_status) {
-  if (WIFEXITED(wait_status)) return "exited with code " + std::to_string(WEXITSTATUS(wait_status));
-  const int sig = WTERMSIG(wait_status);
-  return "was killed by signal " + std::to_string(sig) + " (" + signal_name(sig) + ")";
-}
-
-bool failed(int wait_status) { return !WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0; }
 
 int exit_code_of(int wait_status) {
   return WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : ExitCode::kSignalBase + WTERMSIG(wait_status);
@@ -243,12 +233,12 @@ class Supervisor {
 
   void on_signal(int sig) {
     if (interrupt_signal_) {
-      say("got " + signal_name(sig) + " again: killing all ranks now");
+      say("got " + common::signal_name(sig) + " again: killing all ranks now");
       signal_all(SIGKILL);
       return;
     }
     interrupt_signal_ = sig;
-    say("got " + signal_name(sig) + ": passing it to every rank (send it again to kill them at once)");
+    say("got " + common::signal_name(sig) + ": passing it to every rank (send it again to kill them at once)");
     signal_all(sig);
     kill_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                         std::chrono::duration<double>(options_.grace_period_s));
@@ -264,7 +254,8 @@ class Supervisor {
         rank.running = false;
         rank.wait_status = status;
         rank.ended = Clock::now();
-        if (failed(status) && !failed_rank_ && !interrupt_signal_ && !exec_failed_) on_rank_failed(rank);
+        if (common::wait_status_failed(status) && !failed_rank_ && !interrupt_signal_ && !exec_failed_)
+          on_rank_failed(rank);
       }
     }
   }
@@ -273,7 +264,7 @@ class Supervisor {
     failed_rank_ = &rank;
     failure_exit_code_ = exit_code_of(rank.wait_status);
     const bool others = std::any_of(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.running; });
-    say("rank " + std::to_string(rank.rank) + " " + describe(rank.wait_status) +
+    say("rank " + std::to_string(rank.rank) + " " + common::describe_wait_status(rank.wait_status) +
         (others ? "; stopping the other ranks" : ""));
     signal_all(SIGTERM);
     kill_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
@@ -283,7 +274,7 @@ class Supervisor {
   // Signals each running rank's whole process group: the rank and whatever it started.
   void signal_all(int sig) {
     for (Rank& rank : ranks_)
-      if (rank.running) ::kill(-rank.pid, sig);
+      if (rank.running) common::signal_rank_group(rank.pid, sig);
   }
 
   // After the ranks: descendants they left behind are killed (no orphans), and the pipes drained so
@@ -321,7 +312,7 @@ class Supervisor {
     std::snprintf(elapsed, sizeof(elapsed), "%.1f", seconds);
     std::string message = options_.tool_name + ": failed: rank " + std::to_string(rank.rank) + " (local rank " +
                           std::to_string(rank.local_rank) + ", pid " + std::to_string(rank.pid) + ") " +
-                          describe(rank.wait_status) + " after about " + elapsed + " s\n";
+                          common::describe_wait_status(rank.wait_status) + " after about " + elapsed + " s\n";
     if (!piped()) {
       message += options_.tool_name + ": its output is above\n";
     } else if (rank.history.lines().empty()) {
@@ -340,7 +331,9 @@ class Supervisor {
   std::string early_leavers(const Rank& reporter) const {
     std::string text;
     for (const Rank& rank : ranks_) {
-      if (&rank == &reporter || rank.running || failed(rank.wait_status) || rank.ended > reporter.ended) continue;
+      if (&rank == &reporter || rank.running || common::wait_status_failed(rank.wait_status) ||
+          rank.ended > reporter.ended)
+        continue;
       char before[32];
       std::snprintf(before, sizeof(before), "%.1f", std::chrono::duration<double>(reporter.ended - rank.ended).count());
       text += options_.tool_name + ": rank " + std::to_string(rank.rank) + " had already ended (exit code 0) " + before +

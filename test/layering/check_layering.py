@@ -2,7 +2,10 @@
 """The include structure of the source tree, as docs/architecture.md describes it.
 
 - The wings never include each other: runtime/, launcher/ and rewriter/ share only the
-  environment contract (contract/acc/environment.h).
+  environment contract (contract/acc/environment.h) and the launch code of common/
+  (<acc_common/...>).
+- common/ (acc_common, linked by the launcher and by libacc) includes no wing and no torch header:
+  of acc's own headers it sees only the contract.
 - runtime/src is grouped by concern; the folders include each other without cycles.
 - The state-dict seam: checkpoint/ includes no strategy (ddp/, fsdp/), and a strategy sees only
   the seam's headers of checkpoint/ (checkpoint/SEAM below).
@@ -28,6 +31,9 @@ STRATEGIES = {"ddp", "fsdp"}
 # Folders of runtime/src that include torch's headers in the named files only.
 TORCH_SEAMS = {"launch": {"launch/torch_in_rank.cpp"}}
 TORCH_HEADERS = ("torch/", "ATen/", "c10/", "caffe2/")
+
+
+WING_FOLDERS = ("runtime/", "launcher/", "rewriter/")
 
 
 def sources(root, top):
@@ -85,7 +91,22 @@ def check(root):
                 problems.append(f"{path}:{line}: the {wing} includes '{target}' of another wing")
             if wing != "runtime" and target.startswith("acc/") and target != "acc/environment.h":
                 problems.append(f"{path}:{line}: the {wing} includes the runtime's '{target}'; the wings share only "
-                                "acc/environment.h (contract/)")
+                                "acc/environment.h (contract/) and acc_common/ (common/)")
+
+    # common/: below both wings that link it, so it may see neither of them, nor torch.
+    for path, line, _, target in sources(root, "common"):
+        bare = target
+        while bare.startswith("../"):
+            bare = bare[3:]
+        if target.startswith(TORCH_HEADERS):
+            problems.append(f"{path}:{line}: common/ includes the torch header '{target}'; common/ is torch-free "
+                            "(both the launcher and libacc link it)")
+        elif bare.startswith(WING_FOLDERS):
+            problems.append(f"{path}:{line}: common/ includes '{target}' of a wing; the wings include common/, "
+                            "never the other way")
+        elif target.startswith("acc/") and target != "acc/environment.h":
+            problems.append(f"{path}:{line}: common/ includes the runtime's '{target}'; of acc's own headers "
+                            "common/ sees only acc/environment.h (contract/)")
 
     # Folders of runtime/src.
     graph = {f: set() for f in folders}

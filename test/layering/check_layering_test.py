@@ -30,7 +30,9 @@ GOOD = {
     "runtime/src/checkpoint/training_state.cpp": '#include "checkpoint/state_dict_layout.h"\n',
     "runtime/src/fsdp/layout.cpp": '#include "checkpoint/state_dict_layout.h"\n#include "ddp/reducer.h"\n',
     "runtime/include/acc/api.h": "#include <acc/detail/x.h>\n#include <vector>\n",
-    "launcher/src/plan.cpp": "#include <acc/environment.h>\n",
+    "launcher/src/plan.cpp": "#include <acc/environment.h>\n#include <acc_common/job_id.h>\n",
+    "runtime/src/launch/env.cpp": "#include <acc_common/job_id.h>\n",
+    "common/src/job_id.cpp": "#include <acc_common/job_id.h>\n#include <acc/environment.h>\n#include <sys/random.h>\n",
 }
 
 CASES = [
@@ -49,6 +51,14 @@ CASES = [
       "launch/torch_in_rank.cpp may"]),
     ("the launcher including the runtime", {"launcher/src/bad.cpp": "#include <acc/accelerator.h>\n"},
      ["launcher/src/bad.cpp:1: the launcher includes the runtime's 'acc/accelerator.h'"]),
+    ("common/ including torch", {"common/src/bad.cpp": "#include <acc_common/job_id.h>\n#include <ATen/Parallel.h>\n"},
+     ["common/src/bad.cpp:2: common/ includes the torch header 'ATen/Parallel.h'"]),
+    ("common/ including the runtime's API", {"common/include/acc_common/bad.h": "#include <acc/options.h>\n"},
+     ["common/include/acc_common/bad.h:1: common/ includes the runtime's 'acc/options.h'"]),
+    ("common/ including a wing's source", {"common/src/bad.cpp": '#include "../../launcher/src/ports.h"\n',
+                                            "common/test/bad_test.cpp": '#include "runtime/src/comm/store_socket.h"\n'},
+     ["common/src/bad.cpp:1: common/ includes '../../launcher/src/ports.h' of a wing",
+      "common/test/bad_test.cpp:1: common/ includes 'runtime/src/comm/store_socket.h' of a wing"]),
 ]
 
 

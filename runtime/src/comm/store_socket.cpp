@@ -10,6 +10,7 @@
 
 #include <acc/environment.h>
 #include <acc/errors.h>
+#include <acc_common/port_binding.h>
 
 #include <cerrno>
 #include <cstring>
@@ -26,6 +27,11 @@ struct AddrInfoDeleter {
 };
 using AddrInfo = std::unique_ptr<addrinfo, AddrInfoDeleter>;
 
+std::string unresolved_message(const std::string& host, const std::string& reason) {
+  return "acc: the rendezvous host MASTER_ADDR='" + host + "' does not resolve: " + reason +
+         "; give an address or a name this machine can resolve";
+}
+
 AddrInfo resolve(const std::string& host, int port, int flags) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -34,11 +40,7 @@ AddrInfo resolve(const std::string& host, int port, int flags) {
   addrinfo* found = nullptr;
   const std::string service = std::to_string(port);
   const int status = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found);
-  if (status != 0) {
-    throw DistributedError("acc: the rendezvous host MASTER_ADDR='" + host +
-                           "' does not resolve: " + ::gai_strerror(status) +
-                           "; give an address or a name this machine can resolve");
-  }
+  if (status != 0) throw DistributedError(unresolved_message(host, ::gai_strerror(status)));
   return AddrInfo(found);
 }
 
@@ -71,23 +73,6 @@ ListeningSocket describe(int fd) {
   return socket;
 }
 
-// -1 with errno set on failure.
-int bind_and_listen(const sockaddr* address, socklen_t length, int family) {
-  const int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  // Connections of an earlier job in TIME_WAIT must not make the port look taken; a live listener
-  // still does (SO_REUSEADDR never lets two sockets listen on one port).
-  const int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (::bind(fd, address, length) != 0 || ::listen(fd, SOMAXCONN) != 0) {
-    const int error = errno;
-    ::close(fd);
-    errno = error;
-    return -1;
-  }
-  return fd;
-}
-
 std::string taken_port_message(const std::string& where) {
   return "acc: rank 0 cannot serve the rendezvous at " + where +
          ": the port is already in use on this machine (another job, or an earlier run still "
@@ -102,18 +87,12 @@ bool is_loopback_host(const std::string& host) {
 }
 
 int bind_listening(const std::string& host, int port, int& error) {
-  AddrInfo addresses = resolve(host, port, AI_NUMERICSERV);
-  error = EADDRNOTAVAIL;
-  for (addrinfo* a = addresses.get(); a != nullptr; a = a->ai_next) {
-    const int fd = bind_and_listen(a->ai_addr, a->ai_addrlen, a->ai_family);
-    if (fd >= 0) return fd;
-    error = errno;
-    if (error == EADDRINUSE) break;
+  try {
+    return common::bind_host(host, port, /*listen=*/true, error);
+  } catch (const common::UnresolvedHost& e) {
+    throw DistributedError(unresolved_message(host, e.what()));
   }
-  return -1;
 }
-
-int bound_port(int fd) { return describe(fd).port; }
 
 ListeningSocket listen_for_store(const std::string& host, int port) {
   const std::string where = host + ":" + std::to_string(port);
@@ -126,15 +105,11 @@ ListeningSocket listen_for_store(const std::string& host, int port) {
   }
   // MASTER_ADDR names no interface of this machine: a NAT or load-balancer address that forwards
   // here. Serve on every interface, as torch does, and say why.
-  sockaddr_in any{};
-  any.sin_family = AF_INET;
-  any.sin_addr.s_addr = htonl(INADDR_ANY);
-  any.sin_port = htons(static_cast<uint16_t>(port));
-  const int fd = bind_and_listen(reinterpret_cast<sockaddr*>(&any), sizeof(any), AF_INET);
+  const int fd = common::bind_every_interface(port, /*listen=*/true, last_error);
   if (fd < 0) {
-    if (errno == EADDRINUSE) throw DistributedError(taken_port_message(where));
+    if (last_error == EADDRINUSE) throw DistributedError(taken_port_message(where));
     throw DistributedError("acc: rank 0 cannot serve the rendezvous at " + where + ": " +
-                           std::strerror(errno));
+                           std::strerror(last_error));
   }
   ListeningSocket socket = describe(fd);
   socket.fallback_reason = "MASTER_ADDR=" + host +

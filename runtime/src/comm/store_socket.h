@@ -20,14 +20,11 @@ struct ListeningSocket {
   std::string fallback_reason;
 };
 
-/// Binds and listens on the first address of `host` that takes `port` (0: a free one). Returns the
-/// descriptor, or -1 with `error` set to the errno of the last attempt (EADDRINUSE: the port is
-/// taken; EADDRNOTAVAIL: `host` is not this machine's). Throws DistributedError when `host` does not
-/// resolve.
+/// Binds and listens on the first address of `host` that takes `port` (0: a free one), as
+/// acc-launch binds it (acc_common/port_binding.h). Returns the descriptor, or -1 with `error` set
+/// to the errno of the last attempt (EADDRINUSE: the port is taken; EADDRNOTAVAIL: `host` is not
+/// this machine's). Throws DistributedError when `host` does not resolve.
 int bind_listening(const std::string& host, int port, int& error);
-
-/// The port a bound socket has.
-int bound_port(int fd);
 
 /// Binds and listens on `host`:`port` (0: a free port). `host` is resolved; loopback names bind
 /// loopback only. Throws DistributedError naming the address when the port is taken or the name

@@ -2,9 +2,9 @@
 #include <acc/errors.h>
 #include <acc/fsdp.h>
 #include <acc/options.h>
+#include <acc_common/fsdp_vocabulary.h>
 
 #include <algorithm>
-#include <array>
 #include <cctype>
 #include <stdexcept>
 #include <string>
@@ -19,18 +19,6 @@ std::string upper(std::string text) {
   return text;
 }
 
-// In enum order, which is also the order of Accelerate's legacy numbers 1..5.
-constexpr std::array<ShardingStrategy, 5> kStrategies = {
-    ShardingStrategy::FULL_SHARD, ShardingStrategy::SHARD_GRAD_OP, ShardingStrategy::NO_SHARD,
-    ShardingStrategy::HYBRID_SHARD, ShardingStrategy::HYBRID_SHARD_ZERO2};
-constexpr std::array<StateDictType, 3> kStateDictTypes = {
-    StateDictType::FULL_STATE_DICT, StateDictType::LOCAL_STATE_DICT,
-    StateDictType::SHARDED_STATE_DICT};
-constexpr std::array<AutoWrapPolicy, 3> kWrapPolicies = {
-    AutoWrapPolicy::TRANSFORMER_BASED_WRAP, AutoWrapPolicy::SIZE_BASED_WRAP, AutoWrapPolicy::NO_WRAP};
-constexpr std::array<BackwardPrefetch, 3> kPrefetches = {
-    BackwardPrefetch::BACKWARD_PRE, BackwardPrefetch::BACKWARD_POST, BackwardPrefetch::NO_PREFETCH};
-
 std::vector<std::string> split_names(const std::string& text) {
   std::vector<std::string> out;
   std::string current;
@@ -44,83 +32,59 @@ std::vector<std::string> split_names(const std::string& text) {
   }
   return out;
 }
+
+// The enums of acc/fsdp.h list their values in the order of the shared vocabulary
+// (acc_common/fsdp_vocabulary.h), which is also what acc-launch exports: a value's name is its index.
+template <typename Enum>
+std::string name_of(Enum value, const std::vector<std::string>& names) {
+  const auto index = static_cast<size_t>(value);
+  return index < names.size() ? names[index] : "?";
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& name : names) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
+// `text` (any case) as one of `names`; throws ConfigError naming `what`, the source and the choices.
+template <typename Enum>
+Enum parse_name(const std::string& text, const std::vector<std::string>& names, const std::string& what,
+                const std::string& source, const std::string& also = "") {
+  const auto value = upper(text);
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (value == names[i]) return static_cast<Enum>(i);
+  }
+  throw ConfigError("acc: unknown FSDP " + what + " '" + text + "' (" + source + "); expected one of " +
+                    joined(names) + also);
+}
 }  // namespace
 
-std::string to_string(ShardingStrategy value) {
-  switch (value) {
-    case ShardingStrategy::FULL_SHARD: return "FULL_SHARD";
-    case ShardingStrategy::SHARD_GRAD_OP: return "SHARD_GRAD_OP";
-    case ShardingStrategy::NO_SHARD: return "NO_SHARD";
-    case ShardingStrategy::HYBRID_SHARD: return "HYBRID_SHARD";
-    case ShardingStrategy::HYBRID_SHARD_ZERO2: return "HYBRID_SHARD_ZERO2";
-  }
-  return "?";
-}
+std::string to_string(ShardingStrategy value) { return name_of(value, common::sharding_strategies()); }
 
-std::string to_string(StateDictType value) {
-  switch (value) {
-    case StateDictType::FULL_STATE_DICT: return "FULL_STATE_DICT";
-    case StateDictType::LOCAL_STATE_DICT: return "LOCAL_STATE_DICT";
-    case StateDictType::SHARDED_STATE_DICT: return "SHARDED_STATE_DICT";
-  }
-  return "?";
-}
+std::string to_string(StateDictType value) { return name_of(value, common::state_dict_types()); }
 
-std::string to_string(AutoWrapPolicy value) {
-  switch (value) {
-    case AutoWrapPolicy::TRANSFORMER_BASED_WRAP: return "TRANSFORMER_BASED_WRAP";
-    case AutoWrapPolicy::SIZE_BASED_WRAP: return "SIZE_BASED_WRAP";
-    case AutoWrapPolicy::NO_WRAP: return "NO_WRAP";
-  }
-  return "?";
-}
+std::string to_string(AutoWrapPolicy value) { return name_of(value, common::auto_wrap_policies()); }
 
 AutoWrapPolicy parse_auto_wrap_policy(const std::string& text, const std::string& source) {
-  const auto value = upper(text);
-  for (auto policy : kWrapPolicies) {
-    if (value == to_string(policy)) return policy;
-  }
-  throw ConfigError("acc: unknown FSDP auto wrap policy '" + text + "' (" + source +
-                    "); expected one of TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP, NO_WRAP");
+  return parse_name<AutoWrapPolicy>(text, common::auto_wrap_policies(), "auto wrap policy", source);
 }
 
-std::string to_string(BackwardPrefetch value) {
-  switch (value) {
-    case BackwardPrefetch::BACKWARD_PRE: return "BACKWARD_PRE";
-    case BackwardPrefetch::BACKWARD_POST: return "BACKWARD_POST";
-    case BackwardPrefetch::NO_PREFETCH: return "NO_PREFETCH";
-  }
-  return "?";
-}
+std::string to_string(BackwardPrefetch value) { return name_of(value, common::backward_prefetches()); }
 
 BackwardPrefetch parse_backward_prefetch(const std::string& text, const std::string& source) {
-  const auto value = upper(text);
-  for (auto prefetch : kPrefetches) {
-    if (value == to_string(prefetch)) return prefetch;
-  }
-  throw ConfigError("acc: unknown FSDP backward prefetch '" + text + "' (" + source +
-                    "); expected one of BACKWARD_PRE, BACKWARD_POST, NO_PREFETCH");
+  return parse_name<BackwardPrefetch>(text, common::backward_prefetches(), "backward prefetch", source);
 }
 
 ShardingStrategy parse_sharding_strategy(const std::string& text, const std::string& source) {
-  const auto value = upper(text);
-  // Configs written by older Accelerate versions store the strategy as its enum number.
-  if (value.size() == 1 && value[0] >= '1' && value[0] <= '5') return kStrategies[value[0] - '1'];
-  for (auto strategy : kStrategies) {
-    if (value == to_string(strategy)) return strategy;
-  }
-  throw ConfigError("acc: unknown FSDP sharding strategy '" + text + "' (" + source +
-                    "); expected one of FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD, "
-                    "HYBRID_SHARD_ZERO2 (or Accelerate's numbers 1-5)");
+  const auto& names = common::sharding_strategies();
+  const std::string* named = common::sharding_strategy_from_number(upper(text));
+  return parse_name<ShardingStrategy>(named ? *named : text, names, "sharding strategy", source,
+                                      " (or Accelerate's numbers 1-5)");
 }
 
 StateDictType parse_state_dict_type(const std::string& text, const std::string& source) {
-  const auto value = upper(text);
-  for (auto type : kStateDictTypes) {
-    if (value == to_string(type)) return type;
-  }
-  throw ConfigError("acc: unknown FSDP state dict type '" + text + "' (" + source +
-                    "); expected one of FULL_STATE_DICT, LOCAL_STATE_DICT, SHARDED_STATE_DICT");
+  return parse_name<StateDictType>(text, common::state_dict_types(), "state dict type", source);
 }
 
 namespace {

@@ -1,6 +1,7 @@
 #include <acc/environment.h>
 #include <acc/errors.h>
 #include <acc/launch.h>
+#include <acc_common/slurm_nodelist.h>
 
 #include <cstdlib>
 #include <sstream>
@@ -102,25 +103,8 @@ void read_rendezvous(const EnvLookup& env, LaunchInfo& info) {
 
 }  // namespace
 
-std::string first_slurm_host(const std::string& nodelist) {
-  // The first host ends at the first comma outside brackets.
-  size_t depth = 0, end = nodelist.size();
-  for (size_t i = 0; i < nodelist.size(); ++i) {
-    if (nodelist[i] == '[') ++depth;
-    if (nodelist[i] == ']' && depth > 0) --depth;
-    if (nodelist[i] == ',' && depth == 0) {
-      end = i;
-      break;
-    }
-  }
-  std::string host = nodelist.substr(0, end);
-  auto open = host.find('[');
-  if (open == std::string::npos) return host;
-  // "node[03-05,9]" -> prefix "node" + first number of the range list, padding kept.
-  std::string ranges = host.substr(open + 1);
-  size_t stop = ranges.find_first_of("-,]");
-  return host.substr(0, open) + ranges.substr(0, stop);
-}
+// The public name of the node-list reader acc-launch uses too.
+std::string first_slurm_host(const std::string& nodelist) { return common::first_slurm_host(nodelist); }
 
 LaunchInfo detect_launch(const EnvLookup& env) {
   LaunchInfo info;

@@ -1,6 +1,7 @@
 #include "launch/listen_socket.h"
 
 #include <acc/errors.h>
+#include <acc_common/port_binding.h>
 
 #include <cerrno>
 #include <cstring>
@@ -19,7 +20,7 @@ ReservedPort reserve_port(const std::string& host, int port) {
     throw ConfigError("acc::launch: master_addr '" + host +
                       "' does not resolve; use 127.0.0.1 (the default) or an address of this machine");
   }
-  if (fd >= 0) return {fd, bound_port(fd)};
+  if (fd >= 0) return {fd, common::bound_port(fd)};
   const std::string where = host + ":" + service;
   if (error == EADDRINUSE) {
     throw ConfigError("acc::launch: port " + service + " on " + host +

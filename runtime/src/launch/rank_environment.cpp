@@ -1,13 +1,11 @@
 #include "launch/rank_environment.h"
 
-#include <sys/random.h>
-
 #include <acc/environment.h>
 #include <acc/errors.h>
+#include <acc_common/job_id.h>
+#include <acc_common/rank_variables.h>
 
-#include <cerrno>
-#include <cstdint>
-#include <cstring>
+#include <system_error>
 
 namespace acc::detail {
 namespace {
@@ -44,20 +42,18 @@ RankEnvironment rank_environment(const JobEnvironment& job, int rank, int listen
   RankEnvironment out;
   for (const auto& [name, value] : job.extra) out.set.emplace_back(name, value);
   auto set = [&](const char* name, std::string value) { out.set.emplace_back(name, std::move(value)); };
-  // One machine: the global and local ranks coincide (torchrun's variables, as acc-launch sets them).
-  set(env::kRank, std::to_string(rank));
-  set(env::kLocalRank, std::to_string(rank));
-  set(env::kWorldSize, std::to_string(job.world_size));
-  set(env::kLocalWorldSize, std::to_string(job.world_size));
-  set(env::kGroupRank, "0");
-  set(env::kMasterAddr, job.master_addr);
-  set(env::kMasterPort, std::to_string(job.master_port));
-  set(env::kRestartCount, "0");
-  set(env::kMaxRestarts, "0");
+  // As acc-launch sets them, for one machine: the global and local ranks coincide, and nothing restarts.
+  common::RankPlacement placement;
+  placement.rank = rank;
+  placement.local_rank = rank;
+  placement.world_size = job.world_size;
+  placement.local_world_size = job.world_size;
+  placement.master_addr = job.master_addr;
+  placement.master_port = job.master_port;
+  placement.mixed_precision = to_string(job.mixed_precision);
+  placement.use_cpu = job.cpu;
+  for (auto& variable : common::rank_variables(placement)) out.set.push_back(std::move(variable));
   set(env::kJobId, job.job_id);
-  // Spelled as acc-launch and Accelerate's launcher spell them.
-  set(env::kMixedPrecision, to_string(job.mixed_precision));
-  set(env::kUseCpu, job.cpu ? "True" : "False");
   // For what the rank starts; the rank's own torch is told with at::set_num_threads (OpenMP read
   // the variable when it was loaded, in the caller).
   set(kOmpNumThreads, std::to_string(job.threads_per_rank));
@@ -85,23 +81,11 @@ void check_extra_environment(const std::map<std::string, std::string>& extra) {
 }
 
 std::string new_job_id() {
-  uint8_t bytes[8];
-  size_t got = 0;
-  while (got < sizeof(bytes)) {
-    const ssize_t n = ::getrandom(bytes + got, sizeof(bytes) - got, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw Error(std::string("acc::launch: cannot draw a job id from getrandom: ") + std::strerror(errno));
-    }
-    got += static_cast<size_t>(n);
+  try {
+    return common::new_job_id();
+  } catch (const std::system_error& e) {
+    throw Error(std::string("acc::launch: cannot draw a job id from ") + e.what());
   }
-  static const char* kHex = "0123456789abcdef";
-  std::string id;
-  for (uint8_t b : bytes) {
-    id += kHex[b >> 4];
-    id += kHex[b & 15];
-  }
-  return id;
 }
 
 }  // namespace acc::detail

@@ -37,7 +37,7 @@ RankEnvironment rank_environment(const JobEnvironment& job, int rank, int listen
 /// naming the option to use instead.
 void check_extra_environment(const std::map<std::string, std::string>& extra);
 
-/// A fresh job id: 16 hex digits from the kernel's random source.
+/// A fresh job id: 16 hex digits from the kernel's random source (acc_common/job_id.h), or Error.
 std::string new_job_id();
 
 }  // namespace acc::detail

@@ -1,9 +1,9 @@
 #include "launch/rank_process.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <unistd.h>
+
+#include <acc_common/child_process.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -39,23 +39,14 @@ void write_all(int fd, const std::string& bytes) {
 
 void run_rank(const RankStart& start) {
   mark_launched_rank();
-  // Die with the caller. The caller may have died before prctl took effect: then the parent is
-  // already someone else.
-  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != start.caller) ::_exit(128 + SIGKILL);
+  if (!common::die_with_parent(start.caller)) ::_exit(128 + SIGKILL);
   // Its own process group, so that stopping the rank stops what it starts too. The caller sets it
   // as well: whichever runs first, the group exists before anyone signals it.
   ::setpgid(0, 0);
   // Default signal handling, as a freshly executed program has (the caller's handlers are for the
   // caller: a REPL's SIGINT handler must not keep a rank alive).
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD, SIGUSR1, SIGUSR2}) ::signal(sig, SIG_DFL);
-  // Out of the terminal's foreground group, a read from it would stop the rank (SIGTTIN).
-  if (const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC); null_fd >= 0) {
-    ::dup2(null_fd, STDIN_FILENO);
-    ::close(null_fd);
-  }
+  common::reset_signal_handling();
+  common::stdin_from_dev_null();
   for (int fd : start.close_fds) ::close(fd);
 
   for (const auto& name : start.environment->unset) ::unsetenv(name.c_str());

@@ -5,6 +5,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <acc_common/child_process.h>
+#include <acc_common/process_status.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -16,15 +19,10 @@ namespace {
 constexpr auto kPollInterval = std::chrono::milliseconds(50);
 }  // namespace
 
-std::string signal_name(int sig) {
-  const char* abbrev = ::sigabbrev_np(sig);
-  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
-}
-
 bool RankProcess::failed() const {
   if (report && report->threw) return true;
   if (!status_known) return !report;
-  return !WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0;
+  return common::wait_status_failed(wait_status);
 }
 
 SteadyClock::time_point RankProcess::failed_at() const { return report && report->threw ? report->ended : reaped; }
@@ -35,9 +33,7 @@ std::string RankProcess::describe() const {
     return "ended without reporting, and its exit status was collected by someone else in this "
            "program (a SIGCHLD handler that reaps every child?)";
   }
-  if (WIFEXITED(wait_status)) return "exited with code " + std::to_string(WEXITSTATUS(wait_status));
-  const int sig = WTERMSIG(wait_status);
-  return "was killed by signal " + std::to_string(sig) + " (" + signal_name(sig) + ")";
+  return common::describe_wait_status(wait_status);
 }
 
 const RankProcess* first_failure(const std::vector<RankProcess>& ranks) {
@@ -180,8 +176,7 @@ void RankSet::drain(RankProcess& rank) {
 void RankSet::signal_running(int sig) {
   for (RankProcess& rank : ranks_) {
     if (!rank.running) continue;
-    // The whole group: the rank and what it started.
-    if (::kill(-rank.pid, sig) != 0) ::kill(rank.pid, sig);
+    common::signal_rank_group(rank.pid, sig);  // the rank and what it started
   }
 }
 

@@ -89,7 +89,4 @@ const RankProcess* first_failure(const std::vector<RankProcess>& ranks);
 /// blame (acc-launch names them too).
 std::vector<const RankProcess*> early_leavers(const std::vector<RankProcess>& ranks, const RankProcess& failed);
 
-/// "SIGKILL" (or "signal N" where the C library has no name).
-std::string signal_name(int sig);
-
 }  // namespace acc::detail
