@@ -4,6 +4,8 @@
 
 #include <acc/environment.h>
 
+#include <acc_common/slurm_step.h>
+
 #include "errors.h"
 #include "fsdp_options.h"
 
@@ -19,7 +21,7 @@ std::optional<std::string> lookup(const EnvMap& env, const std::string& name) {
 // `srun acc-launch ...` runs one launcher per node; SLURM then tells each launcher its machine rank, the
 // machine count and the nodes. Flags and config still win. Outside a job step (e.g. in the batch script
 // itself, where SLURM_STEP_ID is unset) nothing is taken from SLURM.
-void apply_slurm(LaunchSettings& s, const EnvMap& env, std::vector<std::string>& notes) {
+void apply_slurm(LaunchSettings& s, const EnvMap& env, std::vector<std::string>& notes, std::string& job_id) {
   const auto step = lookup(env, "SLURM_STEP_ID");
   const auto nodes = lookup(env, "SLURM_NNODES");
   const auto tasks = lookup(env, "SLURM_NTASKS");
@@ -38,7 +40,36 @@ void apply_slurm(LaunchSettings& s, const EnvMap& env, std::vector<std::string>&
     if (!nodelist) nodelist = lookup(env, "SLURM_JOB_NODELIST");
     if (nodelist) s.main_process_ip = first_slurm_host(*nodelist);
   }
-  notes.push_back("SLURM job step: machine " + std::to_string(*s.machine_rank) + " of " +
+  // Steps of other jobs may share these nodes: the step's own port and id, as the runtime derives them
+  // for ranks that srun starts directly (acc_common/slurm_step.h).
+  const std::string job = lookup(env, "SLURM_JOB_ID").value_or(""), step_id = *step;
+  if (!s.main_process_port) {
+    if (const int port = common::slurm_step_port(job, step_id); port != 0) s.main_process_port = port;
+  }
+  job_id = common::slurm_step_job_id(job, step_id);
+  notes.push_back("SLURM job step " + (job_id.empty() ? std::string("?") : job_id) + ": machine " +
+                  std::to_string(*s.machine_rank) + " of " + std::to_string(*s.num_machines) +
+                  ", main process on " + s.main_process_ip.value_or("?") + ":" +
+                  (s.main_process_port ? std::to_string(*s.main_process_port) : std::string("?")));
+}
+
+// A Kubeflow PyTorchJob gives each pod torchrun's flags as PET_* variables: acc-launch in the container
+// reads them as torchrun does. Flags and config still win.
+void apply_pytorchjob(LaunchSettings& s, const EnvMap& env, std::vector<std::string>& notes) {
+  const auto nodes = lookup(env, "PET_NNODES");
+  if (!nodes) return;
+  const int node_count = parse_int(*nodes, "PET_NNODES", 1);
+  if (!s.num_machines) s.num_machines = node_count;
+  if (const auto rank = lookup(env, "PET_NODE_RANK"); rank && !s.machine_rank)
+    s.machine_rank = parse_int(*rank, "PET_NODE_RANK", 0);
+  if (const auto addr = lookup(env, "PET_MASTER_ADDR"); addr && !s.main_process_ip) s.main_process_ip = *addr;
+  if (const auto port = lookup(env, "PET_MASTER_PORT"); port && !s.main_process_port)
+    s.main_process_port = parse_int(*port, "PET_MASTER_PORT", 1);
+  // "auto", "gpu" and "cpu" leave the count to the machine, as an unset --num_processes does.
+  if (const auto per_node = lookup(env, "PET_NPROC_PER_NODE");
+      per_node && !s.num_processes && per_node->find_first_not_of("0123456789") == std::string::npos)
+    s.num_processes = parse_int(*per_node, "PET_NPROC_PER_NODE", 1) * *s.num_machines;
+  notes.push_back("Kubernetes PyTorchJob pod: machine " + std::to_string(s.machine_rank.value_or(0)) + " of " +
                   std::to_string(*s.num_machines) + ", main process on " + s.main_process_ip.value_or("?"));
 }
 
@@ -60,7 +91,8 @@ EnvMap fsdp_environment(const LaunchSettings& s) {
 LaunchPlan resolve_plan(const LaunchSettings& given, const MachineFacts& facts, const EnvMap& env) {
   LaunchPlan plan;
   LaunchSettings s = given;
-  apply_slurm(s, env, plan.notes);
+  apply_slurm(s, env, plan.notes, plan.job_id);
+  apply_pytorchjob(s, env, plan.notes);
 
   plan.num_machines = s.num_machines.value_or(1);
   plan.machine_rank = s.machine_rank.value_or(0);

@@ -35,6 +35,7 @@ struct LaunchPlan {
   bool port_given = false;  // set by flag or config: a busy port is then an error, not a reason to move
   std::optional<int> store_listen_fd;  // the reserved rendezvous socket, handed to rank 0 (ports.h)
   std::string job_id;  // exported as ACC_JOB_ID unless the environment already has one; empty: none
+                       // (a SLURM step's id under srun: the same on every machine)
   std::optional<std::string> cuda_visible_devices;
   std::optional<int> gradient_accumulation_steps;
   std::optional<int> omp_num_threads;  // nullopt: the launcher's own OMP_NUM_THREADS is kept

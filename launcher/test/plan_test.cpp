@@ -206,6 +206,43 @@ TEST(Plan, SlurmStepGivesMachineRankAndMainHost) {
   EXPECT_EQ(resolve_plan(LaunchSettings{}, MachineFacts{0, 4}, batch_script).num_machines, 1);
 }
 
+TEST(Plan, SlurmStepGivesItsJobIdAndPortToEveryMachine) {
+  const EnvMap slurm = {{"SLURM_STEP_ID", "1"}, {"SLURM_NNODES", "2"}, {"SLURM_NTASKS", "2"},
+                        {"SLURM_NODEID", "0"},  {"SLURM_JOB_ID", "4711"}, {"SLURM_JOB_NODELIST", "n[1-2]"}};
+  LaunchSettings s;
+  s.num_processes = 4;
+  const LaunchPlan plan = resolve_plan(s, MachineFacts{0, 4}, slurm);
+  EXPECT_EQ(plan.job_id, "4711.1");
+  EXPECT_EQ(plan.master_port, 10000 + 10 * (4711 % 2000) + 1);
+  EXPECT_TRUE(plan.port_given);  // a busy port is an error: the other machines use the same one
+  EXPECT_THAT(plan.notes.front(), HasSubstr("SLURM job step 4711.1"));
+  s.main_process_port = 4000;  // a given port wins
+  EXPECT_EQ(resolve_plan(s, MachineFacts{0, 4}, slurm).master_port, 4000);
+}
+
+// The variables the Kubeflow training operator gives a PyTorchJob's pods (PET_* are torchrun's flags).
+TEST(Plan, PyTorchJobPodVariables) {
+  const EnvMap pod = {{"PET_NNODES", "3"},        {"PET_NODE_RANK", "2"},      {"PET_NPROC_PER_NODE", "2"},
+                      {"PET_MASTER_ADDR", "job-master-0"}, {"PET_MASTER_PORT", "23456"},
+                      {"RANK", "2"},               {"WORLD_SIZE", "6"},          {"MASTER_ADDR", "job-master-0"}};
+  const LaunchPlan plan = resolve_plan(LaunchSettings{}, MachineFacts{0, 4}, pod);
+  EXPECT_EQ(plan.num_machines, 3);
+  EXPECT_EQ(plan.machine_rank, 2);
+  EXPECT_EQ(plan.world_size, 6);
+  EXPECT_EQ(plan.local_world_size, 2);
+  EXPECT_EQ(plan.master_addr, "job-master-0");
+  EXPECT_EQ(plan.master_port, 23456);
+  EnvMap automatic = pod;  // "auto": one process per GPU, as without the variable
+  automatic["PET_NPROC_PER_NODE"] = "auto";
+  EXPECT_EQ(resolve_plan(LaunchSettings{}, MachineFacts{2, 4}, automatic).world_size, 6);
+  LaunchSettings flags;
+  flags.num_processes = 3;
+  flags.main_process_port = 4000;
+  const LaunchPlan given = resolve_plan(flags, MachineFacts{0, 4}, pod);
+  EXPECT_EQ(given.world_size, 3);
+  EXPECT_EQ(given.master_port, 4000);
+}
+
 TEST(Plan, FirstSlurmHost) {
   EXPECT_EQ(first_slurm_host("node1"), "node1");
   EXPECT_EQ(first_slurm_host("node1,node2"), "node1");

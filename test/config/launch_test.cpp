@@ -67,6 +67,70 @@ TEST(Launch, SlurmMasterAddrVariableWins) {
   EXPECT_EQ(info.master_port, 4000);
 }
 
+TEST(Launch, SlurmStepIsTheJobIdAndGivesThePort) {
+  auto info = detect_launch(fake_env({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "4"}, {"SLURM_NODEID", "0"},
+                                      {"SLURM_TASKS_PER_NODE", "2(x2)"}, {"SLURM_STEP_NODELIST", "n[1-2]"},
+                                      {"SLURM_JOB_ID", "4711"}, {"SLURM_STEP_ID", "2"}}));
+  EXPECT_EQ(info.job_id, "4711.2");
+  EXPECT_EQ(info.master_port, 10000 + 10 * (4711 % 2000) + 2);
+  EXPECT_EQ(info.master_addr, "n1");
+  // Two steps that run at once on the same nodes rendezvous apart.
+  auto other = detect_launch(fake_env({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "4"}, {"SLURM_NODEID", "0"},
+                                       {"SLURM_TASKS_PER_NODE", "2(x2)"}, {"SLURM_STEP_NODELIST", "n[1-2]"},
+                                       {"SLURM_JOB_ID", "4712"}, {"SLURM_STEP_ID", "0"}}));
+  EXPECT_NE(other.master_port, info.master_port);
+  EXPECT_NE(other.job_id, info.job_id);
+}
+
+TEST(Launch, SlurmStepKeepsGivenPortAndJobId) {
+  auto info = detect_launch(fake_env({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_NODELIST", "a1"},
+                                      {"SLURM_JOB_ID", "4711"}, {"SLURM_STEP_ID", "0"},
+                                      {"MASTER_PORT", "4000"}, {"ACC_JOB_ID", "mine"}}));
+  EXPECT_EQ(info.master_port, 4000);
+  EXPECT_EQ(info.job_id, "mine");
+}
+
+TEST(Launch, KubernetesPodWithOnlyPetVariables) {
+  auto info = detect_launch(fake_env({{"PET_NNODES", "3"}, {"PET_NODE_RANK", "2"}, {"PET_NPROC_PER_NODE", "1"},
+                                      {"PET_MASTER_ADDR", "job-master-0"}, {"PET_MASTER_PORT", "23456"}}));
+  EXPECT_EQ(info.launcher, "kubernetes");
+  EXPECT_EQ(info.world_size, 3);
+  EXPECT_EQ(info.rank, 2);
+  EXPECT_EQ(info.local_rank, 0);
+  EXPECT_EQ(info.local_world_size, 1);
+  EXPECT_EQ(info.master_addr, "job-master-0");
+  EXPECT_EQ(info.master_port, 23456);
+}
+
+// What the training operator gives a worker pod of a PyTorchJob with a Master replica
+// (pkg/controller.v1/pytorch/envvar.go): RANK is the pod's rank.
+TEST(Launch, KubernetesPodOfAPyTorchJobStartedDirectly) {
+  auto info = detect_launch(fake_env({{"MASTER_ADDR", "job-master-0"}, {"MASTER_PORT", "23456"},
+                                      {"WORLD_SIZE", "2"}, {"RANK", "1"}, {"PET_MASTER_ADDR", "job-master-0"},
+                                      {"PET_MASTER_PORT", "23456"}, {"PET_NNODES", "2"}, {"PET_NODE_RANK", "1"}}));
+  EXPECT_EQ(info.launcher, "env");
+  EXPECT_EQ(info.rank, 1);
+  EXPECT_EQ(info.world_size, 2);
+  EXPECT_EQ(info.master_addr, "job-master-0");
+}
+
+TEST(Launch, KubernetesPodWithSeveralProcessesNeedsALauncher) {
+  for (const char* rank_variable : {"RANK", "PET_NODE_RANK"}) {
+    try {
+      detect_launch(fake_env({{rank_variable, "1"}, {"WORLD_SIZE", "4"}, {"PET_NNODES", "2"},
+                              {"PET_NODE_RANK", "1"}, {"PET_NPROC_PER_NODE", "2"}, {"MASTER_ADDR", "m"}}));
+      FAIL() << "expected ConfigError for " << rank_variable;
+    } catch (const acc::ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("PET_NPROC_PER_NODE"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("acc-launch"), std::string::npos) << e.what();
+    }
+  }
+  // Under acc-launch or torchrun in the pod every process has its LOCAL_RANK: fine.
+  auto info = detect_launch(fake_env({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"},
+                                      {"PET_NPROC_PER_NODE", "2"}, {"MASTER_ADDR", "m"}}));
+  EXPECT_EQ(info.rank, 3);
+}
+
 TEST(Launch, SlurmHostLists) {
   EXPECT_EQ(acc::first_slurm_host("node1"), "node1");
   EXPECT_EQ(acc::first_slurm_host("node[003-005,9]"), "node003");

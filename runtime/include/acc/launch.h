@@ -16,8 +16,9 @@ using EnvLookup = std::function<std::optional<std::string>(const std::string& na
 EnvLookup process_environment();
 
 struct LaunchInfo {
-  /// "env" (acc-launch, torchrun, accelerate launch, Kubernetes operators), "slurm", "openmpi",
-  /// "pmi" (MPICH, Intel MPI) or "none" (a plain single process).
+  /// "env" (acc-launch, torchrun, accelerate launch, a PyTorchJob's pods), "slurm" (srun),
+  /// "openmpi", "pmi" (MPICH, Intel MPI), "kubernetes" (a pod with only PET_* variables, one process
+  /// per pod) or "none" (a plain single process).
   std::string launcher = "none";
   int rank = 0;
   int world_size = 1;
@@ -44,7 +45,9 @@ struct LaunchInfo {
 };
 
 /// Detects the launcher from the environment, in this order: RANK/WORLD_SIZE (torchrun-style),
-/// SLURM_PROCID/SLURM_NTASKS, OMPI_COMM_WORLD_*, PMI_RANK/PMI_SIZE. Throws ConfigError on
+/// SLURM_PROCID/SLURM_NTASKS, OMPI_COMM_WORLD_*, PET_NNODES/PET_NODE_RANK, PMI_RANK/PMI_SIZE.
+/// Under srun without ACC_JOB_ID the job id is "SLURM_JOB_ID.SLURM_STEP_ID", and without
+/// MASTER_PORT the port is derived from it (common::slurm_step_port). Throws ConfigError on
 /// inconsistent or malformed values (the message names the variable).
 LaunchInfo detect_launch(const EnvLookup& env = process_environment());
 

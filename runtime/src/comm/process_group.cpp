@@ -5,7 +5,11 @@
 
 #include <acc/errors.h>
 
+#include <acc_common/network_route.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <iostream>
 #include <thread>
 
 #include "comm/gpu_per_rank.h"
@@ -26,6 +30,26 @@ std::string seconds_text(Milliseconds timeout) {
   return ms % 1000 == 0 ? std::to_string(ms / 1000) + " s" : std::to_string(ms) + " ms";
 }
 
+namespace {
+
+std::string variable(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? "" : value;
+}
+
+// The first line a job that spans machines prints on each machine: which network its ranks use.
+GlooDevice choose_gloo_device(const LaunchInfo& launch) {
+  const auto network = common::choose_gloo_network(launch.master_addr, variable("GLOO_SOCKET_IFNAME"),
+                                                   variable("NCCL_SOCKET_IFNAME"));
+  if (launch.local_world_size < launch.world_size && launch.local_rank == 0) {
+    std::cerr << "acc: ranks of this machine reach the others over " << network.description
+              << " (export GLOO_SOCKET_IFNAME to choose another interface)\n";
+  }
+  return {network.interface, network.address, network.description};
+}
+
+}  // namespace
+
 ProcessGroup::ProcessGroup(const LaunchInfo& launch, CudaCollectives cuda,
                            std::optional<Milliseconds> timeout)
     : rank_(launch.rank),
@@ -33,7 +57,7 @@ ProcessGroup::ProcessGroup(const LaunchInfo& launch, CudaCollectives cuda,
       cuda_(cuda),
       gloo_timeout_(timeout.value_or(kDefaultGlooTimeout)),
       nccl_timeout_(timeout.value_or(kDefaultNcclTimeout)),
-      master_addr_(launch.master_addr) {
+      gloo_device_(choose_gloo_device(launch)) {
   JoinedStore joined = rendezvous(launch, cuda_ == CudaCollectives::kNccl ? nccl_timeout_ : gloo_timeout_);
   store_access_ = std::move(joined.access);
   store_ = std::move(joined.store);
@@ -48,7 +72,7 @@ ProcessGroup::ProcessGroup(const ProcessGroup& parent, int rank, int size,
       cuda_(parent.cuda_),
       gloo_timeout_(parent.gloo_timeout_),
       nccl_timeout_(parent.nccl_timeout_),
-      master_addr_(parent.master_addr_),
+      gloo_device_(parent.gloo_device_),
       store_access_(parent.store_access_),
       store_(std::move(store)) {
   create_backends();
@@ -57,7 +81,7 @@ ProcessGroup::ProcessGroup(const ProcessGroup& parent, int rank, int size,
 void ProcessGroup::create_backends() {
   try {
     gloo_ = make_gloo_backend(c10::make_intrusive<c10d::PrefixStore>("acc/gloo", store_), rank_,
-                              size_, gloo_timeout_, master_addr_);
+                              size_, gloo_timeout_, gloo_device_);
     if (cuda_ == CudaCollectives::kNccl) {
       nccl_ = make_nccl_backend(c10::make_intrusive<c10d::PrefixStore>("acc/nccl", store_), rank_,
                                 size_, nccl_timeout_);

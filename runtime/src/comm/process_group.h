@@ -19,10 +19,17 @@ namespace acc::detail {
 class RingCollectives;
 using Milliseconds = std::chrono::milliseconds;
 
+// Where Gloo listens (common::choose_gloo_network): an interface, else an address, else the host name's.
+struct GlooDevice {
+  std::string interface;
+  std::string address;
+  std::string description;  // said when a connection fails
+};
+
 // Defined in gloo_backend.cpp, the only file of libacc that sees Gloo's headers.
 c10::intrusive_ptr<c10d::Backend> make_gloo_backend(const c10::intrusive_ptr<c10d::Store>& store,
                                                     int rank, int size, Milliseconds timeout,
-                                                    const std::string& master_addr);
+                                                    const GlooDevice& device);
 
 // NCCL and the CUDA queries are in libacc_cuda.so (cuda_module.cpp), which registers them when it is
 // loaded (comm/cuda_support.h). Without it, the functions below throw, saying why it was not loaded.
@@ -118,7 +125,7 @@ class ProcessGroup {
   Milliseconds nccl_timeout_;
   uint64_t store_round_ = 0;
   uint64_t num_collectives_ = 0;
-  std::string master_addr_;
+  GlooDevice gloo_device_;
   std::shared_ptr<void> store_access_;  // the secret's gate or relay: declared first, destroyed last
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::Backend> gloo_;

@@ -2,6 +2,7 @@
 #include <acc/errors.h>
 #include <acc/launch.h>
 #include <acc_common/slurm_nodelist.h>
+#include <acc_common/slurm_step.h>
 
 #include <cstdlib>
 #include <sstream>
@@ -86,6 +87,26 @@ int slurm_tasks_on_node(const std::string& spec, int node_id) {
                     " is not covered by SLURM_TASKS_PER_NODE='" + spec + "'");
 }
 
+// A Kubeflow PyTorchJob gives every pod PET_NNODES, PET_NODE_RANK, PET_NPROC_PER_NODE and
+// PET_MASTER_ADDR/PORT (torchrun's flags as variables), and with a Master replica also RANK (the pod's
+// rank) and WORLD_SIZE (all processes). One process per pod can start directly; several need a launcher
+// in the pod, which gives each its own rank.
+void check_pod_processes(const EnvLookup& env) {
+  const auto per_pod = env("PET_NPROC_PER_NODE");
+  if (!per_pod || env(env::kLocalRank)) return;
+  int count = 1;
+  try {
+    count = std::stoi(*per_pod);
+  } catch (const std::logic_error&) {
+    count = 2;  // "auto", "gpu": more than one, as torchrun reads them
+  }
+  if (count <= 1) return;
+  throw ConfigError("acc: this pod's PyTorchJob runs " + *per_pod + " processes per pod (PET_NPROC_PER_NODE) "
+                    "but started the program directly, so RANK is the pod's rank and every process would "
+                    "take it; start the program with `acc-launch program` (or torchrun) in the container, "
+                    "which reads PET_* and gives each process its rank");
+}
+
 // What any launcher may add: acc's rendezvous variables and torchrun's agent store.
 void read_rendezvous(const EnvLookup& env, LaunchInfo& info) {
   if (auto fd = env(env::kStoreListenFd); fd && info.rank == 0) {
@@ -109,6 +130,7 @@ std::string first_slurm_host(const std::string& nodelist) { return common::first
 LaunchInfo detect_launch(const EnvLookup& env) {
   LaunchInfo info;
   if (env(env::kRank) && env(env::kWorldSize)) {
+    check_pod_processes(env);
     info.launcher = "env";
     info.world_size = parse_int(env, env::kWorldSize, 1);
     info.rank = parse_int(env, env::kRank, 0);
@@ -130,6 +152,10 @@ LaunchInfo detect_launch(const EnvLookup& env) {
     check_ranks(info, "SLURM_PROCID", "SLURM_NTASKS");
     auto nodes = env("SLURM_STEP_NODELIST") ? env("SLURM_STEP_NODELIST") : env("SLURM_JOB_NODELIST");
     if (!nodes) nodes = env("SLURM_NODELIST");
+    // Steps of several jobs share nodes: without MASTER_PORT each step has a port of its own, derived
+    // from its id, so that they neither collide on 29500 nor join each other's rank 0.
+    const std::string job = env("SLURM_JOB_ID").value_or(""), step = env("SLURM_STEP_ID").value_or("");
+    if (const int port = common::slurm_step_port(job, step); port != 0) info.master_port = port;
     read_master(env, info, nodes ? first_slurm_host(*nodes) : "127.0.0.1");
   } else if (env("OMPI_COMM_WORLD_RANK") && env("OMPI_COMM_WORLD_SIZE")) {
     info.launcher = "openmpi";
@@ -139,6 +165,15 @@ LaunchInfo detect_launch(const EnvLookup& env) {
     info.local_world_size = parse_int_or(env, "OMPI_COMM_WORLD_LOCAL_SIZE", info.world_size, 1);
     check_ranks(info, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE");
     read_master(env, info, "");
+  } else if (env("PET_NNODES") && env("PET_NODE_RANK")) {
+    check_pod_processes(env);
+    info.launcher = "kubernetes";
+    info.world_size = parse_int(env, "PET_NNODES", 1);
+    info.rank = parse_int(env, "PET_NODE_RANK", 0);
+    info.local_world_size = 1;
+    check_ranks(info, "PET_NODE_RANK", "PET_NNODES");
+    info.master_port = parse_int_or(env, "PET_MASTER_PORT", info.master_port, 1);
+    read_master(env, info, env("PET_MASTER_ADDR").value_or(""));
   } else if (env("PMI_RANK") && env("PMI_SIZE")) {
     info.launcher = "pmi";
     info.world_size = parse_int(env, "PMI_SIZE", 1);
@@ -149,6 +184,9 @@ LaunchInfo detect_launch(const EnvLookup& env) {
     read_master(env, info, "");
   }
   if (info.launcher != "none") read_rendezvous(env, info);
+  if (info.launcher == "slurm" && info.job_id.empty()) {
+    info.job_id = common::slurm_step_job_id(env("SLURM_JOB_ID").value_or(""), env("SLURM_STEP_ID").value_or(""));
+  }
   return info;
 }
 
