@@ -157,6 +157,10 @@ void add_launch_flags(CLI::App& app, LaunchInvocation& into) {
   add_seconds_flag(app, "--monitor_interval", 0.001, 60.0, "seconds from 0.001 to 60", sup.monitor_interval_s,
                    "Seconds between checks of the ranks; default 0.1")
       ->group(supervision);
+  add_seconds_flag(app, "--heartbeat_timeout", 0.0, 3600.0, "seconds from 0 to 3600", sup.heartbeat_timeout_s,
+                   "Several machines: stop this machine's ranks when another machine's acc-launch has not "
+                   "answered for this long (0: never); default 30")
+      ->group(machines);
   add_seconds_flag(app, "--grace_period", 0.0, 3600.0, "seconds from 0 to 3600", sup.grace_period_s,
                    "Seconds between SIGTERM and SIGKILL when stopping ranks; default 5")
       ->group(supervision);
@@ -226,7 +230,7 @@ int run_launch(const LaunchInvocation& invocation) {
   } else {
     store_socket = StoreSocket();
   }
-  if (plan.num_machines == 1) plan.job_id = new_job_id();
+  if (plan.job_id.empty() && plan.num_machines == 1) plan.job_id = new_job_id();
   if (!options.quiet)
     for (const auto& note : plan.notes) std::cerr << options.tool_name << ": note: " << note << "\n";
   if (plan.debug) print_plan(plan, config_path, options);

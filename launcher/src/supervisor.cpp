@@ -20,6 +20,7 @@
 #include <acc_common/process_status.h>
 
 #include "errors.h"
+#include "machine_link.h"
 #include "rank_environment.h"
 #include "rank_output.h"
 #include "spawn.h"
@@ -70,15 +71,25 @@ struct Rank {
   Stream streams[2];  // stdout, stderr
 };
 
-enum class Outcome { kSuccess, kRankFailed, kInterrupted, kExecFailed };
+enum class Outcome { kSuccess, kRankFailed, kMachineLost, kInterrupted, kExecFailed, kNoLeader };
 
 class Supervisor {
  public:
-  Supervisor(const LaunchPlan& plan, const SupervisorOptions& options, const EnvMap& env, int signal_fd)
-      : plan_(plan), options_(options), env_(env), signal_fd_(signal_fd) {}
+  Supervisor(const LaunchPlan& plan, const SupervisorOptions& options, const EnvMap& env, int signal_fd,
+             MachineLink* link)
+      : plan_(plan), options_(options), env_(env), signal_fd_(signal_fd), link_(link) {}
 
   int run() {
-    for (int attempt = 0;; ++attempt) {
+    const int code = run_attempts();
+    if (link_) link_->say_goodbye();
+    return code;
+  }
+
+ private:
+  int run_attempts() {
+    int attempt = 0;
+    for (int restarts = 0;; ++restarts) {
+      if (!agree_on_attempt(attempt)) return interrupt_signal_ ? ExitCode::kSignalBase + interrupt_signal_ : 1;
       switch (run_attempt(attempt)) {
         case Outcome::kSuccess:
           return ExitCode::kOk;
@@ -86,14 +97,54 @@ class Supervisor {
           return ExitCode::kSignalBase + interrupt_signal_;
         case Outcome::kExecFailed:
           return exec_exit_code_;
+        case Outcome::kNoLeader:
+          return 1;
         case Outcome::kRankFailed:
+        case Outcome::kMachineLost:
           break;
       }
-      if (attempt >= options_.max_restarts) return failure_exit_code_;
-      note("restarting all ranks (restart " + std::to_string(attempt + 1) + " of " +
-           std::to_string(options_.max_restarts) + ")");
+      if (restarts >= options_.max_restarts) return failure_exit_code_;
+      note("restarting all ranks (restart " + std::to_string(restarts + 1) + " of " +
+           std::to_string(options_.max_restarts) + ")" +
+           (link_ && plan_.machine_rank != 0 ? " when machine 0 restarts" : ""));
+      ++attempt;
     }
   }
+
+  // Machine 0 numbers the attempts; the others take its number, so that a machine restarted from outside
+  // (a fresh acc-launch) rendezvouses in the attempt the others are in. Returns false when interrupted or
+  // when machine 0's acc-launch did not answer within the join timeout.
+  bool agree_on_attempt(int& attempt) {
+    if (!link_) return true;
+    link_->forget_losses();
+    if (plan_.machine_rank == 0) {
+      link_->set_attempt(attempt);
+      return true;
+    }
+    const auto give_up = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                            std::chrono::duration<double>(options_.join_timeout_s));
+    for (;;) {
+      const auto leader = link_->leader_attempt();
+      const bool fresh = link_->connections() != connections_at_start_;
+      if (leader && (last_attempt_ < 0 || fresh || *leader != last_attempt_)) {
+        attempt = *leader;
+        last_attempt_ = attempt;
+        connections_at_start_ = link_->connections();
+        return true;
+      }
+      if (interrupt_signal_) return false;
+      if (Clock::now() >= give_up) {
+        say("machine 0's acc-launch at " + plan_.master_addr + ":" + std::to_string(MachineLink::agent_port(plan_)) +
+            " did not answer within " + std::to_string(static_cast<long>(options_.join_timeout_s)) +
+            " s; start it (the same command with --machine_rank 0), or check --main_process_ip and that port " +
+            std::to_string(MachineLink::agent_port(plan_)) + " is reachable");
+        return false;
+      }
+      poll_once(options_.monitor_interval_s * 5);
+    }
+  }
+
+ public:
 
  private:
   // Pipes are needed to prefix lines, write log files and quote a failed rank's last lines. A single
@@ -109,6 +160,7 @@ class Supervisor {
     ranks_.clear();
     ranks_.resize(plan_.local_world_size);
     failed_rank_ = nullptr;
+    machine_lost_ = false;
     kill_deadline_.reset();
     for (int local = 0; local < plan_.local_world_size; ++local) {
       Rank& rank = ranks_[local];
@@ -124,6 +176,7 @@ class Supervisor {
     wait_for_ranks();
     finish_attempt();
     if (interrupt_signal_) return Outcome::kInterrupted;
+    if (machine_lost_ && !failed_rank_) return Outcome::kMachineLost;
     if (failed_rank_) {
       report_failure(*failed_rank_);
       return Outcome::kRankFailed;
@@ -186,6 +239,7 @@ class Supervisor {
   void wait_for_ranks() {
     while (std::any_of(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.running; })) {
       poll_once(options_.monitor_interval_s);
+      if (link_ && link_->lost() && !machine_lost_ && !failed_rank_ && !interrupt_signal_) on_machine_lost();
       if (kill_deadline_ && Clock::now() >= *kill_deadline_) {
         signal_all(SIGKILL);
         kill_deadline_.reset();
@@ -204,9 +258,16 @@ class Supervisor {
         }
     auto wait = std::chrono::duration<double>(max_wait_s);
     if (kill_deadline_) wait = std::min<std::chrono::duration<double>>(wait, *kill_deadline_ - Clock::now());
+    const size_t rank_fds = fds.size();
+    if (link_) {
+      link_->add_poll_fds(fds);
+      wait = std::min<std::chrono::duration<double>>(wait, std::chrono::duration<double>(link_->seconds_to_next_duty(Clock::now())));
+    }
     const int timeout_ms = std::max(0, static_cast<int>(wait.count() * 1000) + 1);
-    if (::poll(fds.data(), fds.size(), timeout_ms) <= 0) return;
-    for (size_t i = 1; i < fds.size(); ++i)
+    const int ready = ::poll(fds.data(), fds.size(), timeout_ms);
+    if (link_) link_->service(fds, Clock::now());
+    if (ready <= 0) return;
+    for (size_t i = 1; i < rank_fds; ++i)
       if (fds[i].revents) read_stream(*streams[i]);
     if (fds[0].revents & POLLIN) read_signals();
   }
@@ -254,7 +315,8 @@ class Supervisor {
         rank.running = false;
         rank.wait_status = status;
         rank.ended = Clock::now();
-        if (common::wait_status_failed(status) && !failed_rank_ && !interrupt_signal_ && !exec_failed_)
+        if (common::wait_status_failed(status) && !failed_rank_ && !interrupt_signal_ && !exec_failed_ &&
+            !machine_lost_)
           on_rank_failed(rank);
       }
     }
@@ -266,6 +328,17 @@ class Supervisor {
     const bool others = std::any_of(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.running; });
     say("rank " + std::to_string(rank.rank) + " " + common::describe_wait_status(rank.wait_status) +
         (others ? "; stopping the other ranks" : ""));
+    signal_all(SIGTERM);
+    kill_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(options_.grace_period_s));
+  }
+
+  // Another machine is gone: this machine's ranks would wait in their next collective for the collective
+  // timeout, so they are stopped now.
+  void on_machine_lost() {
+    machine_lost_ = true;
+    failure_exit_code_ = 1;
+    say("lost " + *link_->lost() + "; stopping this machine's ranks");
     signal_all(SIGTERM);
     kill_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                         std::chrono::duration<double>(options_.grace_period_s));
@@ -354,6 +427,10 @@ class Supervisor {
   int interrupt_signal_ = 0;
   bool exec_failed_ = false;
   std::optional<Clock::time_point> kill_deadline_;
+  MachineLink* link_;  // several machines only
+  bool machine_lost_ = false;
+  int last_attempt_ = -1;  // machines other than 0: the attempt last run
+  int connections_at_start_ = 0;
 };
 
 }  // namespace
@@ -371,7 +448,10 @@ int supervise(const LaunchPlan& plan, const SupervisorOptions& options, const En
   // Descendants of a rank that outlive it are re-parented here instead of to init, so they are reaped.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
 
-  Supervisor supervisor(plan, options, base_env, signal_fd);
+  std::unique_ptr<MachineLink> link;
+  if (plan.num_machines > 1 && options.heartbeat_timeout_s > 0)
+    link = std::make_unique<MachineLink>(plan, options.heartbeat_timeout_s);
+  Supervisor supervisor(plan, options, base_env, signal_fd, link.get());
   const int code = supervisor.run();
   ::close(signal_fd);
   return code;
