@@ -121,6 +121,7 @@ TEST(AccConfig, QuestionnaireOnAPseudoTerminal) {
 
 TEST(AccEnv, PrintsVersionsPlatformHardwareAndConfig) {
   Options options = in_cache("env");
+  for (const char* name : {"MASTER_ADDR", "GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"}) options.env[name] = std::nullopt;
   Finished f = run({ACC_ENV}, options);
   ASSERT_EQ(f.exit_code, 0);
   for (const char* line : {"- acc version: 0.1.0 (git ", "- Platform: Linux", "- Compiler (of the launcher): ",
@@ -129,6 +130,14 @@ TEST(AccEnv, PrintsVersionsPlatformHardwareAndConfig) {
   ASSERT_EQ(run({ACC_CONFIG, "default"}, options).exit_code, 0);
   f = run({ACC_ENV}, options);
   EXPECT_THAT(f.out, HasSubstr("- acc-launch config: " + default_path(options) + "\n    compute_environment: LOCAL_MACHINE"));
+  EXPECT_THAT(f.out, HasSubstr("- Network to the other machines (Gloo): one machine"));
+  options.env["MASTER_ADDR"] = "127.0.0.1";
+  EXPECT_THAT(run({ACC_ENV}, options).out,
+              HasSubstr("- Network to the other machines (Gloo): lo (127.0.0.1): MASTER_ADDR 127.0.0.1 is this machine's loopback"));
+  options.env["GLOO_SOCKET_IFNAME"] = "eth9";
+  EXPECT_THAT(run({ACC_ENV}, options).out, HasSubstr("- Network to the other machines (Gloo): eth9 (GLOO_SOCKET_IFNAME)"));
+  options.env["MASTER_ADDR"] = std::nullopt;
+  options.env["GLOO_SOCKET_IFNAME"] = std::nullopt;
   EXPECT_THAT(run({ACC_ENV, "--help"}, options).out, HasSubstr("Usage: acc-env [options]"));
   EXPECT_THAT(run({ACC_ENV, "--version"}, options).out, HasSubstr("acc-env (acc) 0.1.0"));
   EXPECT_EQ(run({ACC_ENV, "--bogus"}, options).exit_code, 2);

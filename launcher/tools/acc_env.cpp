@@ -3,6 +3,8 @@
 #include <iostream>
 #include <sstream>
 
+#include <acc_common/network_route.h>
+
 #include "cli_style.h"
 #include "config_file.h"
 #include "errors.h"
@@ -54,6 +56,24 @@ std::string config_section(const std::string& explicit_path) {
   return out;
 }
 
+// The network the ranks of this machine would use to reach the others, chosen as the runtime chooses
+// it (acc_common/network_route.h), for MASTER_ADDR or else the config's main_process_ip.
+std::string network_line(const EnvMap& env, const std::string& explicit_path) {
+  auto value = [&env](const char* name) { return env.count(name) ? env.at(name) : std::string(); };
+  std::string host = value("MASTER_ADDR");
+  if (host.empty()) {
+    const std::optional<std::string> path = explicit_path.empty() ? find_default_config() : explicit_path;
+    try {
+      if (path) host = read_config_file(*path).settings.main_process_ip.value_or("");
+    } catch (const UsageError&) {
+      // The config section says what is wrong with it.
+    }
+  }
+  if (host.empty())
+    return "one machine (neither MASTER_ADDR nor the config's main_process_ip names machine 0)";
+  return acc::common::choose_gloo_network(host, value("GLOO_SOCKET_IFNAME"), value("NCCL_SOCKET_IFNAME")).description;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -85,6 +105,7 @@ int main(int argc, char** argv) {
   std::cout << "- GPUs: " << gpu_lines() << "\n"
             << "- CUDA_VISIBLE_DEVICES: " << (env.count("CUDA_VISIBLE_DEVICES") ? env.at("CUDA_VISIBLE_DEVICES") : "not set")
             << "\n"
+            << "- Network to the other machines (Gloo): " << network_line(env, config_file) << "\n"
             << "- acc-launch config: " << config_section(config_file) << "\n";
   return ExitCode::kOk;
 }
