@@ -113,6 +113,11 @@ void MachineLink::say_goodbye() {
     if (peer.fd >= 0) send_to(peer, "Q");
 }
 
+void MachineLink::announce_failure() {
+  for (Peer& peer : peers_)
+    if (peer.fd >= 0) send_to(peer, "F " + std::to_string(attempt_));
+}
+
 void MachineLink::accept_peer(Clock::time_point now) {
   for (;;) {
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -127,7 +132,8 @@ void MachineLink::accept_peer(Clock::time_point now) {
 }
 
 void MachineLink::start_connect(Clock::time_point now) {
-  next_connect_ = now + seconds(interval_s_);
+  // Machine 0's launcher may start a little later: retry soon, so that the ranks do not wait a beat.
+  next_connect_ = now + seconds(std::min(interval_s_, 0.25));
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -196,6 +202,9 @@ void MachineLink::handle_line(Peer& peer, const std::string& line) {
         ::close(other.fd);
         other.fd = -1;
       }
+  } else if (line.rfind("F ", 0) == 0) {
+    // Only the attempt this machine runs: a report that crossed a restart is old news.
+    if (std::atoi(line.c_str() + 2) == attempt_ && !lost_) lost_ = name(peer) + " reported that a rank failed there";
   } else if (line.rfind("B ", 0) == 0) {
     if (!leader_) leader_attempt_ = std::atoi(line.c_str() + 2);
   } else {

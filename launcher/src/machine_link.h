@@ -11,7 +11,8 @@
 // (TORCHELASTIC_RESTART_COUNT) as the launchers that kept running.
 //
 // Wire format, one line per message: "H <machine rank>" (hello), "B <attempt>" (heartbeat; from a
-// machine other than 0 the attempt is -1), "Q" (goodbye: this machine's ranks ended).
+// machine other than 0 the attempt is -1), "F <attempt>" (a rank of this machine failed in that
+// attempt), "Q" (goodbye: this machine's ranks ended).
 #include <poll.h>
 
 #include <chrono>
@@ -60,6 +61,10 @@ class MachineLink {
 
   // This machine's ranks ended: tell the others, so that its leaving is not a loss.
   void say_goodbye();
+  // A rank of this machine failed in the current attempt: the other machines stop theirs too, rather than
+  // finding out in a collective (a rank that died inside connectFullMesh, say, leaves its peers waiting
+  // for the collective timeout).
+  void announce_failure();
 
  private:
   struct Peer {

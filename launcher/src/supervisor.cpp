@@ -121,6 +121,7 @@ class Supervisor {
       link_->set_attempt(attempt);
       return true;
     }
+    // (machines other than 0 call set_attempt below, once machine 0 has told its number)
     const auto give_up = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                             std::chrono::duration<double>(options_.join_timeout_s));
     for (;;) {
@@ -129,6 +130,7 @@ class Supervisor {
       if (leader && (last_attempt_ < 0 || fresh || *leader != last_attempt_)) {
         attempt = *leader;
         last_attempt_ = attempt;
+        link_->set_attempt(attempt);
         connections_at_start_ = link_->connections();
         return true;
       }
@@ -328,17 +330,18 @@ class Supervisor {
     const bool others = std::any_of(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.running; });
     say("rank " + std::to_string(rank.rank) + " " + common::describe_wait_status(rank.wait_status) +
         (others ? "; stopping the other ranks" : ""));
+    if (link_) link_->announce_failure();
     signal_all(SIGTERM);
     kill_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                         std::chrono::duration<double>(options_.grace_period_s));
   }
 
-  // Another machine is gone: this machine's ranks would wait in their next collective for the collective
-  // timeout, so they are stopped now.
+  // Another machine is gone, or its ranks failed: this machine's ranks would wait in their next
+  // collective for the collective timeout, so they are stopped now.
   void on_machine_lost() {
     machine_lost_ = true;
     failure_exit_code_ = 1;
-    say("lost " + *link_->lost() + "; stopping this machine's ranks");
+    say(*link_->lost() + "; stopping this machine's ranks");
     signal_all(SIGTERM);
     kill_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                         std::chrono::duration<double>(options_.grace_period_s));

@@ -106,6 +106,24 @@ TEST(MachineLink, GoodbyeAndStrangersAreNoLoss) {
   EXPECT_FALSE(leader.lost().has_value()) << *leader.lost();
 }
 
+TEST(MachineLink, AFailedRankStopsTheOtherMachinesOfItsAttemptOnly) {
+  const int port = free_port();
+  MachineLink leader(machine(0, port), 5.0);
+  leader.set_attempt(2);
+  MachineLink follower(machine(1, port), 5.0);
+  pump({&leader, &follower}, 5, [&] { return follower.leader_attempt().has_value(); });
+  ASSERT_EQ(follower.leader_attempt(), 2);
+  follower.set_attempt(1);  // a report from an attempt machine 0 has left behind
+  follower.announce_failure();
+  pump({&leader, &follower}, 0.5, [] { return false; });
+  EXPECT_FALSE(leader.lost().has_value()) << *leader.lost();
+  follower.set_attempt(2);
+  follower.announce_failure();
+  pump({&leader, &follower}, 5, [&] { return leader.lost().has_value(); });
+  ASSERT_TRUE(leader.lost().has_value());
+  EXPECT_EQ(*leader.lost(), "machine 1 (127.0.0.1) reported that a rank failed there");
+}
+
 TEST(MachineLink, BusyAgentPortIsNamedWithTheFix) {
   const int port = free_port();
   MachineLink first(machine(0, port), 1.0);

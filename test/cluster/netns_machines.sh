@@ -20,7 +20,7 @@
 #     loaded, bridged IPv4 goes through the iptables/nftables hooks of the bridge's namespace; the
 #     switch namespace has no rules, and its own bridge-nf-call-* sysctls, per namespace since Linux
 #     5.3, are set to 0 there anyway).
-#   - <run>-m<k>, machine k: lo up, and eth0 (the other end of p<k>) with 10.231.<run>.<k+1>/24.
+#   - <run>-m<k>, machine k: lo up, and eth0 (the other end of p<k>) with 10.231.<pid mod 250 + 1>.<k+1>/24.
 #     Every machine calls its interface eth0, so that one GLOO_SOCKET_IFNAME=eth0 fits all of them.
 #     The machines have no other route: the subnet cannot clash with the host's routes.
 # The machines share the host's file system, processes' view of /etc and host name: the host name

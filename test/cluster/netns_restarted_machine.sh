@@ -53,12 +53,12 @@ killed=$(now)
 echo "killed machine 1's acc-launch after the first checkpoint"
 
 deadline=$(($(now) + 30000))
-until grep -q "lost machine 1\|restarting all ranks" "$work/machine0.log"; do
+until grep -q "machine 1 (.*) closed the connection\|restarting all ranks" "$work/machine0.log"; do
   (($(now) > deadline)) && fail "machine 0 did not notice within 30 s"
   sleep 0.05
 done
 noticed=$(now)
-echo "machine 0 noticed the lost machine after $(secs $((noticed - killed))) s: $(grep -m1 "lost machine 1\|failed: rank" "$work/machine0.log")"
+echo "machine 0 noticed the lost machine after $(secs $((noticed - killed))) s: $(grep -m1 "machine 1 (\|failed: rank" "$work/machine0.log")"
 
 start_machine 1 machine1_second.log
 pid1=$!
