@@ -25,7 +25,7 @@ int slurm_step_port(const std::string& job_id, const std::string& step_id) {
   const long long job = tail_value(job_id);
   if (job < 0) return 0;
   const long long step = tail_value(step_id);
-  return static_cast<int>(10000 + 10 * (job % 2000) + (step < 0 ? 0 : step % 10));
+  return static_cast<int>(10000 + 20 * (job % 1000) + 2 * (step < 0 ? 0 : step % 10));
 }
 
 }  // namespace acc::common

@@ -17,26 +17,27 @@ TEST(SlurmStep, JobIdNamesTheStep) {
 }
 
 TEST(SlurmStep, PortFollowsTheDocumentedRule) {
-  EXPECT_EQ(slurm_step_port("4711", "0"), 10000 + 10 * (4711 % 2000) + 0);
-  EXPECT_EQ(slurm_step_port("4711", "13"), 10000 + 10 * (4711 % 2000) + 3);
-  EXPECT_EQ(slurm_step_port("4711", ""), 10000 + 10 * (4711 % 2000));
+  EXPECT_EQ(slurm_step_port("4711", "0"), 10000 + 20 * (4711 % 1000) + 0);
+  EXPECT_EQ(slurm_step_port("4711", "13"), 10000 + 20 * (4711 % 1000) + 2 * 3);
+  EXPECT_EQ(slurm_step_port("4711", ""), 10000 + 20 * (4711 % 1000));
   // Job ids beyond what a long holds keep their last digits.
-  EXPECT_EQ(slurm_step_port("123456789012345678901", "1"), 10000 + 10 * (678901 % 2000) + 1);
+  EXPECT_EQ(slurm_step_port("123456789012345678901", "1"), 10000 + 20 * (678901 % 1000) + 2 * 1);
   EXPECT_EQ(slurm_step_port("12a", "0"), 0);
   EXPECT_EQ(slurm_step_port("", "0"), 0);
 }
 
 TEST(SlurmStep, ConcurrentJobsAndStepsGetDifferentPortsBelowTheEphemeralRange) {
   std::set<int> ports;
-  for (int job = 100000; job < 102000; ++job) {
+  for (int job = 100000; job < 101000; ++job) {
     for (int step = 0; step < 10; ++step) {
       const int port = slurm_step_port(std::to_string(job), std::to_string(step));
       EXPECT_GE(port, 10000);
       EXPECT_LT(port, 32768);
+      EXPECT_EQ(port % 2, 0);  // its heartbeat port (+1) is no other step's rendezvous port
       ports.insert(port);
     }
   }
-  EXPECT_EQ(ports.size(), 20000u);
+  EXPECT_EQ(ports.size(), 10000u);
 }
 
 }  // namespace

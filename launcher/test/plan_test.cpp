@@ -213,7 +213,7 @@ TEST(Plan, SlurmStepGivesItsJobIdAndPortToEveryMachine) {
   s.num_processes = 4;
   const LaunchPlan plan = resolve_plan(s, MachineFacts{0, 4}, slurm);
   EXPECT_EQ(plan.job_id, "4711.1");
-  EXPECT_EQ(plan.master_port, 10000 + 10 * (4711 % 2000) + 1);
+  EXPECT_EQ(plan.master_port, 10000 + 20 * (4711 % 1000) + 2 * 1);
   EXPECT_TRUE(plan.port_given);  // a busy port is an error: the other machines use the same one
   EXPECT_THAT(plan.notes.front(), HasSubstr("SLURM job step 4711.1"));
   s.main_process_port = 4000;  // a given port wins

@@ -36,8 +36,10 @@
 #   scancel and sinfo find the box. Waits (60 s at most) until sinfo shows both nodes idle. Nodes have
 #   CPUs=8 (slurmd takes the configured counts, SlurmdParameters=config_overrides): three jobs of
 #   2 nodes x 2 tasks run at once on a 2-core machine. No cgroups: proctrack/linuxproc, task/none.
-# slurm_box_stop: scancel all jobs, scontrol shutdown, munged --stop; waits (10 s at most) for the
-#   daemons to end, then kills every other process of the namespace. Idempotent; run by the EXIT trap.
+#   It sets the EXIT, TERM, INT and HUP traps (a test keeps its own files under DIR, removed with it).
+# slurm_box_stop: scancel of all jobs (then up to 10 s for the queue to empty; KillWait=2), scontrol
+#   shutdown (slurmctld and both slurmd; up to 10 s), SIGTERM to munged (up to 5 s), then SIGKILL to
+#   every other process left in the namespace, named on stderr. Idempotent; run by the EXIT trap.
 # slurm_box_timeout SECS CMD...: CMD under timeout (SIGTERM, SIGKILL 5 s later), waited for in the
 #   background; returns CMD's status (124 on timeout).
 # slurm_box_logs [LINES]: the tail of every daemon log of the box, for a failure report.
@@ -154,7 +156,8 @@ slurm_box_logs() {
   done
 }
 
-# Three free TCP ports: slurmctld's, then two consecutive ones for the slurmd of n1 and n2.
+# Three free TCP ports: slurmctld's, then two consecutive ones for the slurmd of n1 and n2. Between
+# acc's SLURM step ports (10000-29999, common/src/slurm_step.cpp) and the kernel's ephemeral ports.
 _slurm_box_ports() {
   python3 - <<'EOF'
 import random, socket
@@ -170,10 +173,10 @@ def free(port):
 rng = random.SystemRandom()
 ports = []
 while len(ports) < 1:
-    p = rng.randrange(20000, 32000)
+    p = rng.randrange(30100, 32700)
     if free(p): ports.append(p)
 while len(ports) < 3:
-    p = rng.randrange(20000, 32000)
+    p = rng.randrange(30100, 32700)
     if p not in (ports[0], ports[0] - 1) and free(p) and free(p + 1):
         ports += [p, p + 1]
 print(*ports)

@@ -28,7 +28,7 @@ for round in $(seq 1 "$rounds"); do
   pids=()
   for job in $(seq 1 "$jobs_per_round"); do
     # -v: srun names the job id it got ("srun: jobid N: ..."); the job's own lines are compared to it.
-    slurm_box_timeout 120 srun -v -N2 --ntasks-per-node=2 --job-name="r$round-j$job" \
+    slurm_box_timeout 60 srun -v --kill-on-bad-exit=1 -N2 --ntasks-per-node=2 --job-name="r$round-j$job" \
       "$trainer" --epochs 2 >"r$round-j$job.log" 2>&1 &
     pids+=($!)
     started=$((started + 1))
@@ -42,7 +42,7 @@ for round in $(seq 1 "$rounds"); do
     lines=$(grep 'cluster_trainer: .* process(es), launcher' "$log")
     why=
     if ((rc != 0)); then
-      why="exited $rc$( ((rc == 124)) && echo ' (timed out after 120 s)')"
+      why="exited $rc$( ((rc == 124)) && echo ' (timed out after 60 s)')"
     elif [[ -z $id ]]; then
       why="srun named no job id"
     elif ! grep -q 'cluster_trainer: 4 process(es), launcher slurm, ' <<<"$lines"; then

@@ -4,7 +4,9 @@
 #   step 0: acc-launch reads SLURM_NODEID, SLURM_NNODES and SLURM_STEP_NODELIST itself;
 #   step 1: the same given as flags: --machine_rank $SLURM_NODEID --num_machines $SLURM_NNODES
 #           --main_process_ip <first node of the job>.
-# Both must train 4 processes whose final weights equal one plain process's (split batches).
+# Both must train 4 processes whose final weights equal one plain process's (split batches). The steps
+# use --kill-on-bad-exit=1: a failed launcher ends the step at once (without it, a machine-1 acc-launch
+# whose machine 0 has already ended can wait for the rendezvous store until the job's time is up).
 # Usage: slurm_sbatch_per_node_launcher.sh <acc_cluster_trainer> <acc-launch>
 # Exit status: 0 pass, 1 fail (job output and logs printed), 77 skip (the machine cannot host the box).
 set -u
@@ -26,7 +28,7 @@ show() { echo "--- $1 ---"; sed 's/^/  | /' "$1"; }
 failed() { echo "FAIL: $*"; slurm_box_logs 20; exit 1; }
 
 start=$SECONDS
-slurm_box_timeout 120 "$trainer" --weights_out "$work/one.txt" >one.log 2>&1
+slurm_box_timeout 60 "$trainer" --weights_out "$work/one.txt" >one.log 2>&1
 rc=$?
 ((rc == 0)) || { show one.log; failed "the one-process run exited $rc"; }
 
@@ -40,10 +42,10 @@ cat >job.sh <<EOF
 #SBATCH --output=$work/job.out
 set -u
 echo "step 0: acc-launch reads SLURM's variables"
-srun --ntasks-per-node=1 "$launch" --cpu --num_processes 4 "$trainer" --weights_out "$work/auto.txt" || exit 10
+srun --kill-on-bad-exit=1 --ntasks-per-node=1 "$launch" --cpu --num_processes 4 "$trainer" --weights_out "$work/auto.txt" || exit 10
 first=\$(scontrol show hostnames "\$SLURM_JOB_NODELIST" | head -n1)
 echo "step 1: explicit --machine_rank --num_machines --main_process_ip \$first"
-srun --ntasks-per-node=1 bash -c 'exec "\$0" --cpu --num_processes 4 --machine_rank "\$SLURM_NODEID" \\
+srun --kill-on-bad-exit=1 --ntasks-per-node=1 bash -c 'exec "\$0" --cpu --num_processes 4 --machine_rank "\$SLURM_NODEID" \\
     --num_machines "\$SLURM_NNODES" --main_process_ip "\$1" "\$2" --weights_out "\$3"' \\
   "$launch" "\$first" "$trainer" "$work/explicit.txt" || exit 11
 echo "job script done"
@@ -55,7 +57,7 @@ chmod +x job.sh
 # (30 s) after that, with its state and exit code.
 jobid=$(slurm_box_timeout 30 sbatch --parsable job.sh 2>sbatch.log) || { show sbatch.log; failed "sbatch failed"; }
 jobid=${jobid%%;*}
-state='' deadline=$((SECONDS + 180))
+state='' deadline=$((SECONDS + 120))
 while ((SECONDS < deadline)); do
   info=$(scontrol -o show job "$jobid" 2>/dev/null)
   state=$(sed -n 's/.* JobState=\([A-Z_]*\) .*/\1/p' <<<"$info")
@@ -66,7 +68,7 @@ if [[ $state != COMPLETED || $exitcode != 0:0 ]]; then
   [[ -f job.out ]] && show job.out
   if [[ $state =~ ^(PENDING|RUNNING|COMPLETING|CONFIGURING)?$ ]]; then
     scancel "$jobid"
-    failed "batch job $jobid did not end within 180 s (state ${state:-unknown})"
+    failed "batch job $jobid did not end within 120 s (state ${state:-unknown})"
   fi
   failed "batch job $jobid ended $state, exit code $exitcode (10: step 0 failed, 11: step 1 failed)"
 fi

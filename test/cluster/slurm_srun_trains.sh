@@ -21,12 +21,12 @@ show() { echo "--- $1 ---"; sed 's/^/  | /' "$1"; }
 failed() { echo "FAIL: $*"; slurm_box_logs 20; exit 1; }
 
 start=$SECONDS
-slurm_box_timeout 120 "$trainer" --weights_out "$work/one.txt" >one.log 2>&1
+slurm_box_timeout 60 "$trainer" --weights_out "$work/one.txt" >one.log 2>&1
 rc=$?
 ((rc == 0)) || { show one.log; failed "the one-process run exited $rc"; }
-slurm_box_timeout 120 srun -N2 --ntasks-per-node=2 "$trainer" --weights_out "$work/four.txt" >four.log 2>&1
+slurm_box_timeout 60 srun --kill-on-bad-exit=1 -N2 --ntasks-per-node=2 "$trainer" --weights_out "$work/four.txt" >four.log 2>&1
 rc=$?
-((rc == 0)) || { show four.log; failed "srun -N2 --ntasks-per-node=2 exited $rc$( ((rc == 124)) && echo ' (timed out after 120 s)')"; }
+((rc == 0)) || { show four.log; failed "srun -N2 --ntasks-per-node=2 exited $rc$( ((rc == 124)) && echo ' (timed out after 60 s)')"; }
 grep -q 'cluster_trainer: 4 process(es), launcher slurm, job [0-9]' four.log ||
   { show four.log; failed "the srun job did not print '4 process(es), launcher slurm, job <id>'"; }
 python3 "$here/same_weights.py" "$work/one.txt" "$work/four.txt" --rtol 1e-4 ||

@@ -72,7 +72,7 @@ TEST(Launch, SlurmStepIsTheJobIdAndGivesThePort) {
                                       {"SLURM_TASKS_PER_NODE", "2(x2)"}, {"SLURM_STEP_NODELIST", "n[1-2]"},
                                       {"SLURM_JOB_ID", "4711"}, {"SLURM_STEP_ID", "2"}}));
   EXPECT_EQ(info.job_id, "4711.2");
-  EXPECT_EQ(info.master_port, 10000 + 10 * (4711 % 2000) + 2);
+  EXPECT_EQ(info.master_port, 10000 + 20 * (4711 % 1000) + 2 * 2);
   EXPECT_EQ(info.master_addr, "n1");
   // Two steps that run at once on the same nodes rendezvous apart.
   auto other = detect_launch(fake_env({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "4"}, {"SLURM_NODEID", "0"},
