@@ -43,6 +43,29 @@ void find_interface(const sockaddr* address, Route& route) {
   freeifaddrs(list);
 }
 
+// The first IPv4 (else IPv6) address of the interface called `name`, or "" when it has none.
+std::string interface_address(const std::string& name) {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return "";
+  std::string found;
+  for (const ifaddrs* entry = list; entry != nullptr; entry = entry->ifa_next) {
+    if (entry->ifa_addr == nullptr || name != entry->ifa_name) continue;
+    const int family = entry->ifa_addr->sa_family;
+    if (family != AF_INET && family != AF_INET6) continue;
+    const socklen_t length = family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+    if (found.empty() || family == AF_INET) found = numeric_host(entry->ifa_addr, length);
+    if (family == AF_INET) break;
+  }
+  freeifaddrs(list);
+  return found;
+}
+
+// "eth0 (10.0.0.2, GLOO_SOCKET_IFNAME)", or without the address when the interface has none here.
+std::string named_interface(const std::string& name, const char* variable) {
+  const std::string address = interface_address(name);
+  return name + " (" + (address.empty() ? std::string("no address here") : address) + ", " + variable + ")";
+}
+
 }  // namespace
 
 bool route_to(const std::string& host, Route& route, std::string& error) {
@@ -85,12 +108,12 @@ GlooNetwork choose_gloo_network(const std::string& master_addr, const std::strin
   GlooNetwork chosen;
   if (!gloo_socket_ifname.empty()) {
     chosen.interface = gloo_socket_ifname;
-    chosen.description = gloo_socket_ifname + " (GLOO_SOCKET_IFNAME)";
+    chosen.description = named_interface(gloo_socket_ifname, "GLOO_SOCKET_IFNAME");
     return chosen;
   }
   if (!nccl_socket_ifname.empty() && nccl_socket_ifname.find_first_of("^=,") == std::string::npos) {
     chosen.interface = nccl_socket_ifname;
-    chosen.description = nccl_socket_ifname + " (NCCL_SOCKET_IFNAME)";
+    chosen.description = named_interface(nccl_socket_ifname, "NCCL_SOCKET_IFNAME");
     return chosen;
   }
   Route route;

@@ -28,7 +28,8 @@ TEST(NetworkRoute, GlooNetworkVariablesWinThenTheRoute) {
   using acc::common::choose_gloo_network;
   auto named = choose_gloo_network("10.9.9.9", "eth7", "eth8");
   EXPECT_EQ(named.interface, "eth7");
-  EXPECT_EQ(named.description, "eth7 (GLOO_SOCKET_IFNAME)");
+  EXPECT_EQ(named.description, "eth7 (no address here, GLOO_SOCKET_IFNAME)");
+  EXPECT_EQ(choose_gloo_network("10.9.9.9", "lo", "").description, "lo (127.0.0.1, GLOO_SOCKET_IFNAME)");
   EXPECT_EQ(choose_gloo_network("10.9.9.9", "", "eth8").interface, "eth8");
   // NCCL's exclusion and list forms are not one interface: the route decides.
   for (const char* nccl : {"^docker", "=eth0", "eth0,eth1"}) {
