@@ -34,13 +34,11 @@ bound_ms=$(((heartbeat_timeout + slack) * 1000))
 give_up_ms=$((bound_ms + 15000))  # how long after the cut the test waits at most
 limit=150            # seconds each acc-launch may run at all (the training alone would last ~5 min)
 
-unset GLOO_SOCKET_IFNAME NCCL_SOCKET_IFNAME TP_SOCKET_IFNAME GLOO_DEVICE_TRANSPORT \
-  MASTER_ADDR MASTER_PORT RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE GROUP_RANK ACC_STORE_SECRET
-while read -r name; do unset "$name"; done < <(compgen -e | grep -E '^(SLURM_|OMPI_|PMI_|PMIX_|ACCELERATE_)')
-((set_ifname)) && export GLOO_SOCKET_IFNAME=eth0
-
 # shellcheck source=netns_machines.sh
 . "$here/netns_machines.sh"
+machines_clear_launch_environment
+((set_ifname)) && export GLOO_SOCKET_IFNAME=eth0
+
 work=$(mktemp -d)
 machines_at_exit 'rm -rf "$work"'
 start=$(date +%s.%N)

@@ -43,6 +43,15 @@ _MACHINES_COUNT=0
 _MACHINES_AT_EXIT=()
 _MACHINES_PREFIX=accnm
 
+# Nothing from the caller's environment may choose the interface or the rendezvous of a test's job:
+# the variables of every launcher acc reads are removed.
+machines_clear_launch_environment() {
+  unset GLOO_SOCKET_IFNAME NCCL_SOCKET_IFNAME TP_SOCKET_IFNAME GLOO_DEVICE_TRANSPORT \
+    MASTER_ADDR MASTER_PORT RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE GROUP_RANK ACC_STORE_SECRET ACC_JOB_ID
+  local name
+  while read -r name; do unset "$name"; done < <(compgen -e | grep -E '^(SLURM_|OMPI_|PMI_|PMIX_|PET_|ACCELERATE_)')
+}
+
 _machines_log() { echo "netns_machines: $*" >&2; }
 
 _machines_skip() {

@@ -9,10 +9,10 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 launch=$(realpath "$1")
 trainer=$(realpath "$2")
-unset GLOO_SOCKET_IFNAME NCCL_SOCKET_IFNAME MASTER_ADDR MASTER_PORT RANK WORLD_SIZE LOCAL_RANK ACC_STORE_SECRET
-while read -r name; do unset "$name"; done < <(compgen -e | grep -E '^(SLURM_|OMPI_|PMI_|PET_|ACCELERATE_)')
-
+# shellcheck source=netns_machines.sh
 . "$here/netns_machines.sh"
+machines_clear_launch_environment
+
 work=$(mktemp -d)
 machines_at_exit 'rm -rf "$work"'
 machines_start 2 || { echo "FAIL: the machines do not work"; exit 1; }

@@ -185,6 +185,41 @@ EOF
 
 # ---- start and stop -------------------------------------------------------------------------------
 
+# The opening every SLURM test shares. `slurm_box_begin "<trainer> <acc-launch>" "$@"` checks that the
+# script got exactly those arguments and that each is an executable (their absolute paths go to the
+# array TOOLS), starts a box in a fresh folder, and enters its work folder (WORK). show FILE prints a
+# log, failed MESSAGE prints the daemons' last lines and exits 1.
+slurm_box_begin() {
+  local usage=$1
+  shift
+  local expected
+  expected=$(wc -w <<<"$usage")
+  [[ $# == "$expected" ]] || slurm_box_fail "usage: $0 $usage"
+  TOOLS=()
+  local tool
+  for tool in "$@"; do
+    [[ -x $tool ]] || slurm_box_fail "$tool is not an executable"
+    TOOLS+=("$(readlink -f "$tool")")
+  done
+  local box
+  box=$(mktemp -d)
+  slurm_box_start "$box"
+  WORK=$box/work
+  mkdir -p "$WORK" && cd "$WORK" || exit 1
+}
+show() { echo "--- $1 ---"; sed 's/^/  | /' "$1"; }
+failed() { echo "FAIL: $*"; slurm_box_logs 20; exit 1; }
+
+# One plain process of the trainer, the reference every SLURM run is compared with: weights in
+# $WORK/one.txt.
+slurm_box_reference_run() {
+  local rc
+  slurm_box_timeout 60 "$1" --weights_out "$WORK/one.txt" >one.log 2>&1
+  rc=$?
+  ((rc == 0)) || { show one.log; failed "the one-process run exited $rc"; }
+}
+
+
 slurm_box_start() {
   local dir=$1
   [[ $$ == 1 && ${ACC_BOX_INNER:-} == "${ACC_BOX_TOKEN:-x}" ]] ||

@@ -14,23 +14,13 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/slurm_box.sh"
 slurm_box_enter "$@"
 
-[[ $# == 2 ]] || slurm_box_fail "usage: $0 <acc_cluster_trainer> <acc-launch>"
-trainer=$(readlink -f "$1")
-launch=$(readlink -f "$2")
-[[ -x $trainer ]] || slurm_box_fail "$1 is not an executable"
-[[ -x $launch ]] || slurm_box_fail "$2 is not an executable"
-box=$(mktemp -d)
-slurm_box_start "$box"
-work=$box/work
-mkdir -p "$work" && cd "$work" || exit 1
-
-show() { echo "--- $1 ---"; sed 's/^/  | /' "$1"; }
-failed() { echo "FAIL: $*"; slurm_box_logs 20; exit 1; }
+slurm_box_begin "<acc_cluster_trainer> <acc-launch>" "$@"
+trainer=${TOOLS[0]}
+launch=${TOOLS[1]}
+work=$WORK
 
 start=$SECONDS
-slurm_box_timeout 60 "$trainer" --weights_out "$work/one.txt" >one.log 2>&1
-rc=$?
-((rc == 0)) || { show one.log; failed "the one-process run exited $rc"; }
+slurm_box_reference_run "$trainer"
 
 cat >job.sh <<EOF
 #!/usr/bin/env bash

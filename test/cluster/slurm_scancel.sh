@@ -13,17 +13,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/slurm_box.sh"
 slurm_box_enter "$@"
 
-[[ $# == 2 ]] || slurm_box_fail "usage: $0 <acc_cluster_trainer> <acc-launch>"
-trainer=$(readlink -f "$1")
-launch=$(readlink -f "$2")
-[[ -x $trainer ]] || slurm_box_fail "$1 is not an executable"
-[[ -x $launch ]] || slurm_box_fail "$2 is not an executable"
-box=$(mktemp -d)
-slurm_box_start "$box"
-work=$box/work
-mkdir -p "$work" && cd "$work" || exit 1
+slurm_box_begin "<acc_cluster_trainer> <acc-launch>" "$@"
+trainer=${TOOLS[0]}
+launch=${TOOLS[1]}
+work=$WORK
 
-show() { echo "--- $1 ---"; sed 's/^/  | /' "$1"; }
 comm_trainer=$(basename "$trainer" | cut -c1-15)
 comm_launch=$(basename "$launch" | cut -c1-15)
 

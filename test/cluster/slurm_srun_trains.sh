@@ -9,21 +9,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/slurm_box.sh"
 slurm_box_enter "$@"
 
-[[ $# == 1 ]] || slurm_box_fail "usage: $0 <acc_cluster_trainer>"
-trainer=$(readlink -f "$1")
-[[ -x $trainer ]] || slurm_box_fail "$1 is not an executable"
-box=$(mktemp -d)
-slurm_box_start "$box"
-work=$box/work
-mkdir -p "$work" && cd "$work" || exit 1
-
-show() { echo "--- $1 ---"; sed 's/^/  | /' "$1"; }
-failed() { echo "FAIL: $*"; slurm_box_logs 20; exit 1; }
+slurm_box_begin "<acc_cluster_trainer>" "$@"
+trainer=${TOOLS[0]}
+work=$WORK
 
 start=$SECONDS
-slurm_box_timeout 60 "$trainer" --weights_out "$work/one.txt" >one.log 2>&1
-rc=$?
-((rc == 0)) || { show one.log; failed "the one-process run exited $rc"; }
+slurm_box_reference_run "$trainer"
 slurm_box_timeout 60 srun --kill-on-bad-exit=1 -N2 --ntasks-per-node=2 "$trainer" --weights_out "$work/four.txt" >four.log 2>&1
 rc=$?
 ((rc == 0)) || { show four.log; failed "srun -N2 --ntasks-per-node=2 exited $rc$( ((rc == 124)) && echo ' (timed out after 60 s)')"; }

@@ -1,29 +1,39 @@
 #!/usr/bin/env bash
-# Three machines made of network namespaces (netns_machines.sh), one acc-launch on each (machine ranks
-# 0, 1, 2 with 2 processes each, one 6-rank job), the same ACC_STORE_SECRET exported on every machine:
-# rank 0's store sits behind the authenticating gate and every other rank's client behind its relay,
-# across the machines' network. All must succeed, and machine 0's launcher must not print its note
-# about a store that admits any client. No interface variable is set (see netns_two_machines.sh).
+# Machines made of network namespaces (netns_machines.sh), one acc-launch on each (2 processes per
+# machine, one job), no interface variable set: the ranks must find the interface the other machines
+# reach by themselves, although the host name resolves to 127.0.0.1 (as /etc/hosts has it here and on
+# Debian). With --secret the same ACC_STORE_SECRET is exported on every machine: rank 0's store sits
+# behind the authenticating gate and every other rank's client behind its relay, across the machines'
+# network, and machine 0's launcher must not print its note about a store that admits any client.
+# Every acc-launch must succeed.
 #
-# Usage: netns_three_machines_secret.sh [--gloo_socket_ifname] ACC_LAUNCH PROGRAM [PATTERN]
+# Usage: netns_train.sh [--gloo_socket_ifname] [--secret] MACHINES ACC_LAUNCH PROGRAM [PATTERN]
 #   PROGRAM  acc-selftest or acc_cluster_trainer (run with --epochs 2), or any program with PATTERN
 #   PATTERN  an extended regular expression machine 0's output must match; default: acc-selftest's
-#            or acc_cluster_trainer's success line for 6 processes, after the program's name
-#   --gloo_socket_ifname  export GLOO_SOCKET_IFNAME=eth0 (the machines' interface) on every machine
+#            or acc_cluster_trainer's success line for the job's processes, after the program's name
+#   --gloo_socket_ifname  export GLOO_SOCKET_IFNAME=eth0 (the machines' interface) on every machine, to
+#            check the harness without the runtime's own choice of interface
 # Exit: 0 pass, 1 fail, 77 skip (this machine cannot create network namespaces).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 
-set_ifname=0
-if [[ ${1:-} == --gloo_socket_ifname ]]; then set_ifname=1; shift; fi
-if [[ $# -lt 2 || $# -gt 3 ]]; then
+set_ifname=0 secret=0
+while [[ ${1:-} == --* ]]; do
+  case $1 in
+    --gloo_socket_ifname) set_ifname=1 ;;
+    --secret) secret=1 ;;
+    *) break ;;
+  esac
+  shift
+done
+if [[ $# -lt 3 || $# -gt 4 ]]; then
   sed -n 's/^# Usage: /usage: /p' "$0" >&2
   exit 1
 fi
-launch=$1
-program=$2
-pattern=${3:-}
-machines=3
+machines=$1
+launch=$2
+program=$3
+pattern=${4:-}
 per_machine=2
 world=$((machines * per_machine))
 if [[ -z $pattern ]]; then
@@ -36,17 +46,16 @@ fi
 program_args=()
 [[ $(basename "$program") == acc_cluster_trainer* ]] && program_args=(--epochs 2)
 
-# Nothing from the caller's environment chooses the interface or the rendezvous.
-unset GLOO_SOCKET_IFNAME NCCL_SOCKET_IFNAME TP_SOCKET_IFNAME GLOO_DEVICE_TRANSPORT \
-  MASTER_ADDR MASTER_PORT RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE GROUP_RANK ACC_STORE_SECRET
-while read -r name; do unset "$name"; done < <(compgen -e | grep -E '^(SLURM_|OMPI_|PMI_|PMIX_|ACCELERATE_)')
-((set_ifname)) && export GLOO_SOCKET_IFNAME=eth0
-# The same secret on every machine (the machines inherit this environment), 16 characters or more.
-ACC_STORE_SECRET="netns-test-$$-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
-export ACC_STORE_SECRET
-
 # shellcheck source=netns_machines.sh
 . "$here/netns_machines.sh"
+machines_clear_launch_environment
+((set_ifname)) && export GLOO_SOCKET_IFNAME=eth0
+if ((secret)); then
+  # The same secret on every machine (the machines inherit this environment), 16 characters or more.
+  ACC_STORE_SECRET="netns-test-$$-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
+  export ACC_STORE_SECRET
+fi
+
 work=$(mktemp -d)
 machines_at_exit 'rm -rf "$work"'
 start=$(date +%s.%N)
@@ -77,7 +86,7 @@ if ((status == 0)) && ! grep -Eq "$pattern" "$work/machine0.log"; then
   echo "FAIL: machine 0's output does not match '$pattern'"
   status=1
 fi
-if grep -q "admits any client" "$work/machine0.log"; then
+if ((secret)) && grep -q "admits any client" "$work/machine0.log"; then
   echo "FAIL: machine 0's acc-launch did not see ACC_STORE_SECRET (it notes a store that admits any client)"
   status=1
 fi
@@ -88,5 +97,5 @@ if ((status != 0)); then
   done
   machines_describe
 fi
-echo "$( ((status == 0)) && echo PASS || echo FAIL ): three machines with ACC_STORE_SECRET, $(basename "$program"), GLOO_SOCKET_IFNAME $( ((set_ifname)) && echo "=eth0" || echo unset), $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
+echo "$( ((status == 0)) && echo PASS || echo FAIL ): $machines machines$( ((secret)) && echo " with ACC_STORE_SECRET"), $(basename "$program"), GLOO_SOCKET_IFNAME $( ((set_ifname)) && echo "=eth0" || echo unset), $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
 exit $status
