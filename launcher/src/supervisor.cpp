@@ -71,7 +71,7 @@ struct Rank {
   Stream streams[2];  // stdout, stderr
 };
 
-enum class Outcome { kSuccess, kRankFailed, kMachineLost, kInterrupted, kExecFailed, kNoLeader };
+enum class Outcome { kSuccess, kRankFailed, kMachineLost, kInterrupted, kExecFailed };
 
 class Supervisor {
  public:
@@ -97,8 +97,6 @@ class Supervisor {
           return ExitCode::kSignalBase + interrupt_signal_;
         case Outcome::kExecFailed:
           return exec_exit_code_;
-        case Outcome::kNoLeader:
-          return 1;
         case Outcome::kRankFailed:
         case Outcome::kMachineLost:
           break;
@@ -121,7 +119,6 @@ class Supervisor {
       link_->set_attempt(attempt);
       return true;
     }
-    // (machines other than 0 call set_attempt below, once machine 0 has told its number)
     const auto give_up = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                             std::chrono::duration<double>(options_.join_timeout_s));
     for (;;) {
@@ -146,9 +143,6 @@ class Supervisor {
     }
   }
 
- public:
-
- private:
   // Pipes are needed to prefix lines, write log files and quote a failed rank's last lines. A single
   // process without log files inherits the console, so it behaves exactly as when run directly.
   bool piped() const { return plan_.world_size > 1 || !options_.log_dir.empty(); }
