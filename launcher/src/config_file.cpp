@@ -10,12 +10,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
+
+#include <acc_common/new_file.h>
 
 #include "did_you_mean.h"
 #include "errors.h"
@@ -390,14 +391,25 @@ void write_config_file(const std::string& path, const LaunchSettings& s) {
   out << YAML::EndMap;
 
   const fs::path target(path);
-  if (target.has_parent_path()) fs::create_directories(target.parent_path());
-  const fs::path temporary = target.string() + ".tmp";
-  {
-    std::ofstream file(temporary);
-    file << out.c_str() << "\n";
-    if (!file) throw UsageError("cannot write '" + temporary.string() + "'; check the directory's permissions");
-  }
-  fs::rename(temporary, target);
+  std::error_code ignored;
+  if (fs::is_directory(fs::symlink_status(target, ignored)))
+    throw UsageError("'" + path + "' is a directory; name the config file itself with --config_file (for example " +
+                     (target / "default_config.yaml").string() + ")");
+  const fs::path directory = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::error_code created;
+  fs::create_directories(directory, created);
+  if (created)
+    throw UsageError("cannot create the directory '" + directory.string() + "' for the config " + path + ": " +
+                     created.message() + "; choose another place with --config_file");
+  // Through a new file under a random name beside the config, never through a fixed "<path>.tmp": in a
+  // directory others can write to, a link planted at a fixed name would make acc-config write over the
+  // link's target and then rename that link into place as the config. The rename also means a crash
+  // never leaves half a config. Mode 0666 before the umask, as any file a user creates.
+  const std::string failed = common::replace_file(path, std::string(out.c_str()) + "\n", 0666);
+  if (!failed.empty())
+    throw UsageError(failed + "; the config was not written: check that you can write to " +
+                     (target.has_parent_path() ? "'" + directory.string() + "'" : "the current directory") +
+                     ", or choose another place with --config_file");
 }
 
 std::string acc_default_config_path() {

@@ -32,7 +32,9 @@ inline constexpr long kMaxConfigBytes = 1 << 20;
 std::string read_config_text(const std::string& path);
 
 // Writes `settings` in Accelerate's schema (readable by `accelerate launch` too), creating parent
-// directories. Writes through a temporary file so a crash never leaves half a config.
+// directories. Writes a new file under a random name beside it (O_EXCL|O_NOFOLLOW: nothing planted there
+// is followed) and renames it into place, so a crash never leaves half a config. Throws UsageError naming
+// the path and the fix when it cannot be written.
 void write_config_file(const std::string& path, const LaunchSettings& settings);
 
 // acc's own default: $ACC_CONFIG_FILE, else ${XDG_CACHE_HOME:-~/.cache}/acc/default_config.yaml.

@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <filesystem>
 #include <memory>
 #include <optional>
 
@@ -22,6 +21,7 @@
 #include "errors.h"
 #include "machine_link.h"
 #include "rank_environment.h"
+#include "rank_logs.h"
 #include "rank_output.h"
 #include "spawn.h"
 
@@ -159,9 +159,13 @@ class Supervisor {
     machine_lost_ = false;
     kill_deadline_.reset();
     for (int local = 0; local < plan_.local_world_size; ++local) {
-      Rank& rank = ranks_[local];
-      rank.local_rank = local;
-      rank.rank = plan_.machine_rank * plan_.local_world_size + local;
+      ranks_[local].local_rank = local;
+      ranks_[local].rank = plan_.machine_rank * plan_.local_world_size + local;
+    }
+    // Every log file of the attempt before any rank: a log that cannot be created stops the job with
+    // no rank started, instead of leaving the ranks started before it running without supervision.
+    if (!options_.log_dir.empty()) open_logs(attempt);
+    for (Rank& rank : ranks_) {
       if (!start(rank, attempt)) {
         signal_all(SIGKILL);
         wait_for_ranks();
@@ -180,11 +184,22 @@ class Supervisor {
     return Outcome::kSuccess;
   }
 
-  int open_log(const std::filesystem::path& dir, const char* name) const {
-    const std::string path = (dir / name).string();
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) throw UsageError("cannot write log file '" + path + "': " + std::strerror(errno) + "; check --log_dir");
-    return fd;
+  void open_logs(int attempt) {
+    try {
+      for (Rank& rank : ranks_) {
+        const RankLogFiles files = open_rank_logs(options_.log_dir, attempt, rank.rank);
+        rank.streams[0].log_fd = files.stdout_fd;
+        rank.streams[1].log_fd = files.stderr_fd;
+      }
+    } catch (const UsageError&) {
+      for (Rank& rank : ranks_)
+        for (Stream& stream : rank.streams)
+          if (stream.log_fd >= 0) {
+            ::close(stream.log_fd);
+            stream.log_fd = -1;
+          }
+      throw;
+    }
   }
 
   bool start(Rank& rank, int attempt) {
@@ -194,12 +209,6 @@ class Supervisor {
     if (rank.rank == 0 && plan_.store_listen_fd) request.inherit_fd = *plan_.store_listen_fd;
     int write_ends[2] = {-1, -1};
     if (piped()) {
-      std::filesystem::path log_dir;
-      if (!options_.log_dir.empty()) {
-        log_dir = std::filesystem::path(options_.log_dir) / ("attempt_" + std::to_string(attempt)) /
-                  ("rank_" + std::to_string(rank.rank));
-        std::filesystem::create_directories(log_dir);
-      }
       const std::string prefix = plan_.world_size > 1 ? "[rank" + std::to_string(rank.rank) + "]: " : "";
       for (int i = 0; i < 2; ++i) {
         int fds[2];
@@ -209,7 +218,6 @@ class Supervisor {
         write_ends[i] = fds[1];
         const int console = i == 0 ? STDOUT_FILENO : STDERR_FILENO;
         const bool to_console = options_.log_dir.empty() || (options_.tee & (i + 1));
-        if (!options_.log_dir.empty()) stream.log_fd = open_log(log_dir, i == 0 ? "stdout.log" : "stderr.log");
         stream.sink = std::make_unique<RankStream>(prefix, to_console ? console : -1, stream.log_fd, &rank.history);
       }
     }

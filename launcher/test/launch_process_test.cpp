@@ -275,6 +275,131 @@ TEST(AccLaunch, LogDirWritesOneFilePerRankAndTeeCopiesToConsole) {
   EXPECT_THAT(tee.err, Not(HasSubstr("oops")));
 }
 
+// What a link planted at a name acc-launch writes must not change: its target's bytes and mode.
+struct Victim {
+  std::string path;
+  std::string text;
+  mode_t mode;
+};
+
+Victim plant_victim(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+  chmod(path.c_str(), 0600);
+  return {path, text, 0600};
+}
+
+void expect_untouched(const Victim& victim) {
+  struct stat info {};
+  ASSERT_EQ(lstat(victim.path.c_str(), &info), 0) << victim.path;
+  EXPECT_TRUE(S_ISREG(info.st_mode)) << victim.path;
+  EXPECT_EQ(info.st_mode & 07777, victim.mode) << victim.path;
+  EXPECT_EQ(read_text(victim.path), victim.text) << victim.path;
+}
+
+void expect_regular_file(const std::string& path, const std::string& text) {
+  struct stat info {};
+  ASSERT_EQ(lstat(path.c_str(), &info), 0) << path;
+  EXPECT_TRUE(S_ISREG(info.st_mode)) << path << " is not a regular file";
+  EXPECT_EQ(read_text(path), text) << path;
+}
+
+// Rank logs have predictable names (DIR/attempt_K/rank_R/stdout.log): a link planted at one, to a file
+// or to a name not yet there, is replaced by the log, never written through, and the job runs.
+TEST(AccLaunch, LinksPlantedAtLogFileNamesAreReplacedNeverFollowed) {
+  const std::string dir = temp_dir("log-file-links");
+  const std::string logs = dir + "/logs";
+  std::filesystem::create_directories(logs + "/attempt_0/rank_0");
+  std::filesystem::create_directories(logs + "/attempt_0/rank_1");
+  const Victim victim = plant_victim(dir + "/victim", "the victim's own bytes\n");
+  const std::string not_yet_there = dir + "/created-through-a-link";
+  for (const char* name : {"rank_0/stdout.log", "rank_0/stderr.log", "rank_1/stderr.log"})
+    ASSERT_EQ(symlink(victim.path.c_str(), (logs + "/attempt_0/" + name).c_str()), 0);
+  ASSERT_EQ(symlink(not_yet_there.c_str(), (logs + "/attempt_0/rank_1/stdout.log").c_str()), 0);
+
+  const Finished f = run(launch({"-n", "2", "--main_process_port", "0", "--log_dir", logs, FAKE_RANK, "say", "hi", "err", "oops"}),
+                         clean());
+  ASSERT_EQ(f.exit_code, 0) << f.err;
+  expect_untouched(victim);
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::symlink_status(not_yet_there)));
+  for (const char* rank : {"rank_0", "rank_1"}) {
+    expect_regular_file(logs + "/attempt_0/" + rank + "/stdout.log", "hi\n");
+    expect_regular_file(logs + "/attempt_0/" + rank + "/stderr.log", "oops\n");
+  }
+  // Nothing but the logs is left beside them (no temporaries).
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(logs + "/attempt_0/rank_1"))
+    names.push_back(entry.path().filename().string());
+  EXPECT_THAT(names, ::testing::UnorderedElementsAre("stdout.log", "stderr.log"));
+}
+
+// A link at a log directory's name (attempt_K, rank_R) is refused before any rank of the attempt starts:
+// following it would put the logs over the files of the directory it points to, and acc-launch never
+// makes one there.
+TEST(AccLaunch, LinksPlantedAtLogDirectoryNamesAreRefusedBeforeAnyRankStarts) {
+  const std::string dir = temp_dir("log-directory-links");
+  const std::string victim_dir = dir + "/victim_dir";
+  std::filesystem::create_directories(victim_dir + "/rank_0");
+  const Victim victim = plant_victim(victim_dir + "/rank_0/stdout.log", "the victim's own log\n");
+  const std::string pids = dir + "/pids";
+  std::filesystem::create_directories(pids);
+  auto expect_victim_dir_untouched = [&] {
+    expect_untouched(victim);
+    std::vector<std::string> names;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(victim_dir))
+      names.push_back(entry.path().lexically_relative(victim_dir).string());
+    EXPECT_THAT(names, ::testing::UnorderedElementsAre("rank_0", "rank_0/stdout.log"));
+  };
+
+  // attempt_0 itself.
+  const std::string logs = dir + "/logs";
+  std::filesystem::create_directories(logs);
+  ASSERT_EQ(symlink(victim_dir.c_str(), (logs + "/attempt_0").c_str()), 0);
+  Finished f = run(launch({"-n", "2", "--main_process_port", "0", "--log_dir", logs, FAKE_RANK, "pidfile", pids, "say", "hi"}),
+                   clean());
+  EXPECT_EQ(f.exit_code, 2);
+  EXPECT_THAT(f.err, HasSubstr("acc-launch: error: '" + logs + "/attempt_0' is a symbolic link;"));
+  EXPECT_THAT(f.err, HasSubstr("remove it, or choose another --log_dir"));
+  EXPECT_TRUE(std::filesystem::is_empty(pids)) << "a rank started";
+  expect_victim_dir_untouched();
+
+  // rank_1 (rank 0's directory is fine): still no rank starts.
+  const std::string logs2 = dir + "/logs2";
+  std::filesystem::create_directories(logs2 + "/attempt_0");
+  ASSERT_EQ(symlink(victim_dir.c_str(), (logs2 + "/attempt_0/rank_1").c_str()), 0);
+  f = run(launch({"-n", "2", "--main_process_port", "0", "--log_dir", logs2, FAKE_RANK, "pidfile", pids, "say", "hi"}), clean());
+  EXPECT_EQ(f.exit_code, 2);
+  EXPECT_THAT(f.err, HasSubstr("'" + logs2 + "/attempt_0/rank_1' is a symbolic link;"));
+  EXPECT_TRUE(std::filesystem::is_empty(pids)) << "a rank started";
+  expect_victim_dir_untouched();
+
+  // The attempt after a restart: attempt 0 runs, attempt 1 is refused.
+  const std::string logs3 = dir + "/logs3";
+  std::filesystem::create_directories(logs3);
+  ASSERT_EQ(symlink(victim_dir.c_str(), (logs3 + "/attempt_1").c_str()), 0);
+  f = run(launch({"-n", "2", "--main_process_port", "0", "--max_restarts", "1", "--log_dir", logs3, FAKE_RANK,
+                  "@1:fail-first-attempt", "5", "say", "hi"}),
+          clean());
+  EXPECT_EQ(f.exit_code, 2);
+  EXPECT_THAT(f.err, HasSubstr("restarting all ranks (restart 1 of 1)"));
+  EXPECT_THAT(f.err, HasSubstr("'" + logs3 + "/attempt_1' is a symbolic link;"));
+  // (Whether rank 0 said hi before rank 1's failure stopped it is a race; its log is there either way.)
+  EXPECT_TRUE(std::filesystem::is_regular_file(std::filesystem::symlink_status(logs3 + "/attempt_0/rank_0/stdout.log")));
+  expect_victim_dir_untouched();
+
+  // Not a directory at all: named, not a crash.
+  const std::string logs4 = dir + "/logs4";
+  std::filesystem::create_directories(logs4);
+  std::ofstream(logs4 + "/attempt_0") << "a file\n";
+  f = run(launch({"--log_dir", logs4, FAKE_RANK, "say", "hi"}), clean());
+  EXPECT_EQ(f.exit_code, 2);
+  EXPECT_THAT(f.err, HasSubstr("acc-launch: error: cannot open the log directory '" + logs4 +
+                               "/attempt_0': Not a directory; remove what is there, or choose another --log_dir"));
+  f = run(launch({"--log_dir", logs4 + "/attempt_0/below_a_file", FAKE_RANK, "say", "hi"}), clean());
+  EXPECT_EQ(f.exit_code, 2);
+  EXPECT_THAT(f.err, HasSubstr("acc-launch: error: cannot create the log directory '" + logs4 +
+                               "/attempt_0/below_a_file': Not a directory; choose another --log_dir"));
+}
+
 TEST(AccLaunch, FailingRankStopsTheOthersAndIsReported) {
   const auto start = std::chrono::steady_clock::now();
   const Finished f = run(launch({"-n", "3", "--main_process_port", "0", FAKE_RANK, "@1:say", "about to fail", "@1:exit", "3",

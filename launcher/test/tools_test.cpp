@@ -2,6 +2,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -59,6 +60,100 @@ TEST(AccConfig, DefaultWritesABasicConfigAndNeverOverwritesWithoutForce) {
   EXPECT_TRUE(std::filesystem::exists(*moved.env["ACC_CONFIG_FILE"]));
   const Finished launched = run({ACC_LAUNCH, "--debug", FAKE_RANK}, moved);
   EXPECT_THAT(launched.err, HasSubstr("config file: " + *moved.env["ACC_CONFIG_FILE"]));
+}
+
+// acc-config writes a new file under a random name beside the config and renames it into place: a link
+// planted at the old fixed temporary name (<config>.tmp) or at the config's own name is never written
+// through, and the config keeps the mode any new file gets (0666 less the umask).
+TEST(AccConfig, LinksPlantedAtItsNamesAreNeverWrittenThrough) {
+  Options options = in_cache("config-links");
+  const std::string dir = *options.env.at("XDG_CACHE_HOME");
+  const std::string victim = dir + "/victim";
+  std::ofstream(victim) << "the victim's own bytes\n";
+  ASSERT_EQ(chmod(victim.c_str(), 0600), 0);
+  auto expect_victim_untouched = [&] {
+    struct stat info {};
+    ASSERT_EQ(lstat(victim.c_str(), &info), 0);
+    EXPECT_TRUE(S_ISREG(info.st_mode));
+    EXPECT_EQ(info.st_mode & 07777, 0600u);
+    EXPECT_EQ(read_text(victim), "the victim's own bytes\n");
+  };
+  auto expect_config = [](const std::string& path, const std::string& text, mode_t mode) {
+    struct stat info {};
+    ASSERT_EQ(lstat(path.c_str(), &info), 0) << path;
+    EXPECT_TRUE(S_ISREG(info.st_mode)) << path << " is not a regular file";
+    EXPECT_EQ(info.st_mode & 07777, mode) << path;
+    EXPECT_THAT(read_text(path), HasSubstr(text));
+  };
+  const std::string shared = dir + "/shared";
+  std::filesystem::create_directories(shared);
+  const std::string config = shared + "/acc.yaml";
+  ASSERT_EQ(symlink(victim.c_str(), (config + ".tmp").c_str()), 0);
+
+  const mode_t umask_before = umask(027);
+  Finished f = run({ACC_CONFIG, "default", "--config_file", config}, options);
+  umask(umask_before);
+  ASSERT_EQ(f.exit_code, 0) << f.err;
+  expect_victim_untouched();
+  expect_config(config, "compute_environment: LOCAL_MACHINE", 0640);
+
+  // A link at the config's own name is replaced by the config (with --force, as any existing config).
+  std::filesystem::remove(config);
+  ASSERT_EQ(symlink(victim.c_str(), config.c_str()), 0);
+  f = run({ACC_CONFIG, "default", "--force", "--mixed_precision", "bf16", "--config_file", config}, options);
+  ASSERT_EQ(f.exit_code, 0) << f.err;
+  expect_victim_untouched();
+  expect_config(config, "mixed_precision: bf16", 0666 & ~umask_before);
+
+  // The questionnaire writes the same way.
+  const std::string asked = shared + "/asked.yaml";
+  ASSERT_EQ(symlink(victim.c_str(), (asked + ".tmp").c_str()), 0);
+  options.stdin_text = "1\nMULTI_CPU\n2\nfp16\n";  // machines, type, processes, precision
+  f = run({ACC_CONFIG, "--config_file", asked}, options);
+  ASSERT_EQ(f.exit_code, 0) << f.out << f.err;
+  expect_victim_untouched();
+  expect_config(asked, "num_processes: 2", 0666 & ~umask_before);
+
+  // Nothing else is left in the directory: no temporaries.
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(shared)) names.push_back(entry.path().filename().string());
+  EXPECT_THAT(names, ::testing::UnorderedElementsAre("acc.yaml", "acc.yaml.tmp", "asked.yaml", "asked.yaml.tmp"));
+}
+
+// A config acc-config cannot write is named with the directory to fix, or the flag to choose another.
+TEST(AccConfig, ADirectoryItCannotWriteToIsNamedWithTheFix) {
+  const Options options = in_cache("config-unwritable");
+  const std::string dir = *options.env.at("XDG_CACHE_HOME");
+  const std::string readonly = dir + "/readonly";
+  std::filesystem::create_directories(readonly);
+  ASSERT_EQ(chmod(readonly.c_str(), 0555), 0);
+  std::vector<std::string> argv{ACC_CONFIG, "default", "--config_file", readonly + "/acc.yaml"};
+  if (geteuid() == 0) {
+    // Root writes anywhere: the permission check needs another user.
+    if (access("/usr/bin/setpriv", X_OK) != 0) GTEST_SKIP() << "running as root without /usr/bin/setpriv";
+    argv.insert(argv.begin(), {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"});
+  }
+  Finished f = run(argv, options);
+  if (f.exit_code != 2 && f.err.find("setpriv") != std::string::npos) GTEST_SKIP() << f.err;
+  EXPECT_EQ(f.exit_code, 2);
+  EXPECT_THAT(f.err, HasSubstr("acc-config: error: cannot create a file beside '" + readonly +
+                               "/acc.yaml': Permission denied; the config was not written: check that you can write "
+                               "to '" + readonly + "', or choose another place with --config_file\n"));
+  EXPECT_TRUE(std::filesystem::is_empty(readonly));
+
+  // A parent that is not a directory.
+  std::ofstream(dir + "/a_file") << "x\n";
+  f = run({ACC_CONFIG, "default", "--config_file", dir + "/a_file/acc.yaml"}, options);
+  EXPECT_EQ(f.exit_code, 2);
+  EXPECT_THAT(f.err, HasSubstr("acc-config: error: cannot create the directory '" + dir + "/a_file' for the config " + dir +
+                               "/a_file/acc.yaml: "));
+  EXPECT_THAT(f.err, HasSubstr("; choose another place with --config_file\n"));
+
+  // A directory where the config should be: named, with the file name it takes.
+  f = run({ACC_CONFIG, "default", "--force", "--config_file", readonly}, options);
+  EXPECT_EQ(f.exit_code, 2);
+  EXPECT_THAT(f.err, HasSubstr("acc-config: error: '" + readonly + "' is a directory; name the config file itself with "
+                               "--config_file (for example " + readonly + "/default_config.yaml)\n"));
 }
 
 TEST(AccConfig, QuestionnaireFromPipedInputReasksBadAnswers) {
