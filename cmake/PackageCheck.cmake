@@ -61,3 +61,14 @@ set_tests_properties(packages.check_no_build_dir PROPERTIES TIMEOUT 60 LABELS pa
 add_test(NAME packages.check_machine_cuda_toolkit
   COMMAND ${PROJECT_SOURCE_DIR}/test/packages/check_machine_toolkit.sh ${_acc_check})
 set_tests_properties(packages.check_machine_cuda_toolkit PROPERTIES TIMEOUT 60 LABELS packages)
+
+# A machine with more than the lists (libtbb-dev, which libstdc++ looks for with __has_include and
+# OpenCV's dev package brings): the build read it only because it is there, so the check passes and
+# says so (--strict fails); a package the build needs still fails beside it. A fake machine: its own
+# dpkg database, with the libstdc++ headers of the compiler this build uses.
+add_test(NAME packages.check_passes_with_an_optional_package
+  COMMAND ${PROJECT_SOURCE_DIR}/test/packages/check_optional_reads.sh ${_acc_check} optional)
+add_test(NAME packages.check_fails_without_a_needed_package
+  COMMAND ${PROJECT_SOURCE_DIR}/test/packages/check_optional_reads.sh ${_acc_check} needed)
+set_tests_properties(packages.check_passes_with_an_optional_package packages.check_fails_without_a_needed_package
+  PROPERTIES TIMEOUT 60 LABELS packages ENVIRONMENT "CXX=${CMAKE_CXX_COMPILER}")
