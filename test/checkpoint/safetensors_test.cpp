@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <fstream>
+#include <iostream>
 
 #include "test_util.h"
 
@@ -187,12 +189,70 @@ TEST(Safetensors, RejectsMalformedFilesNamingFileAndProblem) {
       {header_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":1}})", std::string(8, 'x')),
        "unexpected field 'x'"},
       {header_file(R"({"__metadata__":{"k":1}})"), "'__metadata__' entry 'k' is not a string"},
+      {header_file(R"({"__metadata__":{"k":{"x":"y"}}})"), "'__metadata__' entry 'k' is not a string"},
+      {header_file(R"({"__metadata__":{"k":"1","k":"2"}})"), "'__metadata__' repeats the key 'k'"},
+      {header_file(R"({"__metadata__":[]})"), "'__metadata__' is not a JSON object"},
+      {header_file(R"({"a":[1]})"), "tensor 'a' is not a JSON object"},
+      {header_file(R"({"a":{"dtype":"F32","dtype":"F32","shape":[2],"data_offsets":[0,8]}})", std::string(8, 'x')),
+       "tensor 'a' repeats the field 'dtype'"},
+      {header_file(R"({"a":{"dtype":["F32"],"shape":[2],"data_offsets":[0,8]}})"), "has no string 'dtype'"},
+      {header_file(R"({"a":{"shape":[2],"data_offsets":[0,8]}})"), "has no string 'dtype'"},
+      {header_file(R"({"a":{"dtype":"F32","shape":{"0":2},"data_offsets":[0,8]}})"), "has no array 'shape'"},
+      {header_file(R"({"a":{"dtype":"F32","shape":[[2]],"data_offsets":[0,8]}})"), "not a non-negative integer"},
+      {header_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8,16]}})"), "two non-negative integers"},
+      {header_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0]}})"), "two non-negative integers"},
+      {header_file(R"({"a":{"dtype":"F32","shape":[2]}})"), "two non-negative integers"},
+      {header_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}} x)", std::string(8, 'x')),
+       "is not valid JSON"},
   };
   for (const auto& [bytes, problem] : cases) {
     const auto message = load_error(bytes);
     EXPECT_NE(message.find("'bad.safetensors' is not a valid safetensors file"), std::string::npos) << message;
     EXPECT_NE(message.find(problem), std::string::npos) << "expected '" << problem << "' in: " << message;
   }
+}
+
+namespace {
+// A header of `count` one-byte tensors, the shape of the header that took 41 s at 25,000 entries
+// when the duplicate-key check walked nlohmann's tree per key.
+std::string one_byte_tensors(size_t count) {
+  std::string json = "{";
+  for (size_t i = 0; i < count; ++i) {
+    json += (i ? ",\"t" : "\"t") + std::to_string(i) + R"(":{"dtype":"U8","shape":[1],"data_offsets":[)" +
+            std::to_string(i) + "," + std::to_string(i + 1) + "]}";
+  }
+  return header_file(json + "}", std::string(count, 'x'));
+}
+
+double parse_seconds(const std::string& bytes, size_t expected_tensors) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto header = st::parse_header(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), "big");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(header.tensors.size(), expected_tensors);
+  return seconds;
+}
+}  // namespace
+
+// Linear, not quadratic: four times the entries take about four times as long (a quadratic parse
+// takes sixteen). Both sizes are timed in this run, so the ratio holds on any machine.
+TEST(Safetensors, HeaderParseTimeGrowsLinearlyWithItsEntries) {
+  const size_t small = 1u << 18;
+  const std::string small_file = one_byte_tensors(small);
+  const std::string large_file = one_byte_tensors(4 * small);
+  double small_seconds = 1e9, large_seconds = 1e9;
+  for (int round = 0; round < 2; ++round) {  // the better of two: the first touches fresh memory
+    small_seconds = std::min(small_seconds, parse_seconds(small_file, small));
+    large_seconds = std::min(large_seconds, parse_seconds(large_file, 4 * small));
+  }
+  std::cout << small << " tensors: " << small_seconds << " s, " << 4 * small << ": " << large_seconds << " s\n";
+  EXPECT_LT(large_seconds / small_seconds, 8.0) << "4x the entries took " << large_seconds / small_seconds << "x as long";
+}
+
+TEST(Safetensors, RefusesMoreTensorsThanTheLimitWhileReadingTheHeader) {
+  const std::string file = one_byte_tensors(st::kMaxTensors + 1);
+  const auto message = load_error(file);
+  EXPECT_NE(message.find("it names more than 1048576 tensors, the most acc reads from one file"), std::string::npos)
+      << message;
 }
 
 TEST(Safetensors, MissingFileAndUnsupportedDtypeAreClearErrors) {
@@ -209,6 +269,31 @@ TEST(Safetensors, MissingFileAndUnsupportedDtypeAreClearErrors) {
   } catch (const st::FormatError& error) {
     EXPECT_NE(std::string(error.what()).find("tensor 'z' has dtype ComplexDouble"), std::string::npos) << error.what();
   }
+}
+
+namespace {
+double seconds_to_parse_index_of(size_t weights) {
+  std::string json = R"({"metadata":{"total_size":0},"weight_map":{)";
+  for (size_t i = 0; i < weights; ++i) {
+    json += (i ? ",\"w" : "\"w") + std::to_string(i) + "\":\"model-0000" + std::to_string(i % 7) + "-of-00007.safetensors\"";
+  }
+  json += "}}";
+  const auto start = std::chrono::steady_clock::now();
+  const auto index = st::parse_index(json, "model.safetensors.index.json");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(index.weight_map.size(), weights);
+  return seconds;
+}
+}  // namespace
+
+TEST(Safetensors, IndexParseTimeGrowsLinearlyWithItsWeights) {
+  double small = 1e9, large = 1e9;
+  for (int round = 0; round < 2; ++round) {
+    small = std::min(small, seconds_to_parse_index_of(1u << 17));
+    large = std::min(large, seconds_to_parse_index_of(1u << 19));
+  }
+  std::cout << (1u << 19) << " weights: " << large << " s\n";
+  EXPECT_LT(large / small, 8.0) << "4x the weights took " << large / small << "x as long";
 }
 
 TEST(Safetensors, IndexRejectsPathsOutsideItsDirectory) {

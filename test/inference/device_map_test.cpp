@@ -7,6 +7,7 @@
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
 
+#include <chrono>
 #include <map>
 #include <sstream>
 #include <string>
@@ -118,6 +119,30 @@ TEST(DeviceMap, BadJsonNamesTheSourceAndTheEntry) {
   expect_config_error([] { DeviceMap::from_json(R"({"a": true})", "map.json"); }, {"map.json", "'a'", "true"});
   expect_config_error([] { DeviceMap::from_json(R"(["a", 0])", "map.json"); }, {"map.json", "object"});
   expect_config_error([] { DeviceMap::from_json(R"({"a": )", "map.json"); }, {"map.json", "JSON"});
+}
+
+namespace {
+double seconds_to_read_map_of(size_t entries) {
+  std::string json = "{";
+  for (size_t i = 0; i < entries; ++i) json += (i ? ",\"layers." : "\"layers.") + std::to_string(i) + "\":\"cpu\"";
+  json += "}";
+  const auto start = std::chrono::steady_clock::now();
+  const auto map = DeviceMap::from_json(json, "map.json");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(map.entries().size(), entries);
+  return seconds;
+}
+}  // namespace
+
+// Four times the entries take about four times as long, not sixteen (ordered_json looked each key
+// up linearly). Both sizes timed in this run.
+TEST(DeviceMap, ReadingJsonTakesTimeLinearInTheEntries) {
+  double small = 1e9, large = 1e9;
+  for (int round = 0; round < 2; ++round) {
+    small = std::min(small, seconds_to_read_map_of(1u << 15));
+    large = std::min(large, seconds_to_read_map_of(1u << 17));
+  }
+  EXPECT_LT(large / small, 8.0) << "4x the entries took " << large / small << "x as long (" << large << " s)";
 }
 
 TEST(DeviceMap, PrintsOneLinePerEntry) {

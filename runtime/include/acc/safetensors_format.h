@@ -29,6 +29,9 @@ bool parse_dtype(const std::string& name, Dtype* out);
 
 /// Headers larger than this are rejected before parsing (Python safetensors' limit).
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+/// Files with more tensors than this are refused while the header is read (2^20: far above any
+/// real checkpoint file, which shards hold to thousands; it bounds what one header may allocate).
+constexpr size_t kMaxTensors = size_t{1} << 20;
 
 struct TensorInfo {
   std::string name;

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
-#include <set>
 
 namespace acc::safetensors {
 namespace {
@@ -52,74 +51,182 @@ void write_le64(uint64_t value, char* out) {
   for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((value >> (8 * i)) & 0xff);
 }
 
-// Parses JSON, rejecting duplicate keys of the top-level object (nlohmann keeps the last one
-// silently, which would let two readers of one file disagree).
-nlohmann::json parse_json_unique_keys(const char* begin, const char* end, const std::string& source,
-                                      const char* what) {
-  std::set<std::string> seen;
-  auto callback = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-    if (event == nlohmann::json::parse_event_t::key && depth == 1) {
-      const auto& key = parsed.get_ref<const std::string&>();
-      if (!seen.insert(key).second) fail(source, std::string(what) + " repeats the key '" + key + "'");
-    }
-    return true;
-  };
-  try {
-    return nlohmann::json::parse(begin, end, callback);
-  } catch (const nlohmann::json::exception& error) {
-    fail(source, std::string(what) + " is not valid JSON (" + error.what() + ")");
-  }
-}
+// Reads the header's JSON event by event straight into a Header, in one linear pass: no JSON tree.
+// Names must not repeat (nlohmann keeps the last of two equal keys silently, which would let two
+// readers of one file disagree; its per-key parse callback made that check quadratic): each name's
+// hash is kept, and after the pass the sorted hashes are compared, names only where hashes meet (a
+// hash set of a million names costs more than the whole parse, in cache misses). The events a header can hold, by depth: 1 the outer object's members, 2 the
+// fields of a tensor or the __metadata__ entries, 3 the numbers of a shape or data_offsets.
+class HeaderReader final : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  HeaderReader(const std::string& source, Header& header) : source_(source), header_(header) {}
 
-TensorInfo parse_tensor_entry(const std::string& name, const nlohmann::json& value,
-                              const std::string& source) {
-  const std::string where = "tensor '" + name + "'";
-  if (!value.is_object()) fail(source, where + " is not a JSON object");
-  for (const auto& item : value.items()) {
-    if (item.key() != "dtype" && item.key() != "shape" && item.key() != "data_offsets") {
-      fail(source, where + " has an unexpected field '" + item.key() + "'");
+  bool null() override { return scalar(); }
+  bool boolean(bool) override { return scalar(); }
+  bool number_integer(number_integer_t) override { return scalar(); }  // only negative ones come here
+  bool number_float(number_float_t, const string_t&) override { return scalar(); }
+  bool binary(binary_t&) override { return scalar(); }
+  bool number_unsigned(number_unsigned_t value) override {
+    if (depth_ == 3 && field_ == Field::shape) return dimension(value);
+    if (depth_ == 3 && field_ == Field::data_offsets) return offset(value);
+    return scalar();
+  }
+  bool string(string_t& value) override {
+    if (depth_ == 2 && in_metadata_) {
+      header_.metadata.emplace_back(std::move(key_), std::move(value));
+      return true;
+    }
+    if (depth_ == 2 && field_ == Field::dtype) {
+      if (!parse_dtype(value, &tensor_.dtype)) fail(source_, where() + " has the unknown dtype '" + value + "'");
+      return true;
+    }
+    return scalar();
+  }
+  bool start_object(std::size_t) override {
+    if (depth_ == 0 || (depth_ == 1 && key_ == "__metadata__")) {
+      in_metadata_ = depth_ == 1;
+    } else if (depth_ == 1) {
+      tensor_ = TensorInfo();
+      tensor_.name = std::move(key_);
+      seen_ = 0;
+    } else {
+      scalar();
+    }
+    ++depth_;
+    return true;
+  }
+  bool key(string_t& key) override {
+    if (depth_ == 1) {
+      if (key == "__metadata__") {
+        if (has_metadata_) fail(source_, "the header repeats the key '__metadata__'");
+        has_metadata_ = true;
+      } else if (header_.tensors.size() == kMaxTensors) {
+        fail(source_, "it names more than " + std::to_string(kMaxTensors) + " tensors, the most acc reads from one file");
+      }
+    } else if (!in_metadata_) {
+      field_ = field_named(key);
+      const unsigned bit = 1u << static_cast<unsigned>(field_);
+      if (seen_ & bit) fail(source_, where() + " repeats the field '" + key + "'");
+      seen_ |= bit;
+    }
+    key_ = std::move(key);
+    return true;
+  }
+  bool end_object() override {
+    --depth_;
+    if (depth_ == 1 && in_metadata_) {
+      in_metadata_ = false;
+    } else if (depth_ == 1) {
+      finish_tensor();
+    }
+    field_ = Field::none;
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    if (depth_ != 2 || in_metadata_ || (field_ != Field::shape && field_ != Field::data_offsets)) scalar();
+    ++depth_;
+    return true;
+  }
+  bool end_array() override {
+    --depth_;
+    if (field_ == Field::data_offsets && offsets_ != 2) fail(source_, offsets_problem());
+    field_ = Field::none;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& error) override {
+    fail(source_, std::string("the header is not valid JSON (") + error.what() + ")");
+  }
+
+  /// After the pass: no tensor name twice.
+  void check_names_unique() {
+    std::sort(name_hashes_.begin(), name_hashes_.end());
+    for (size_t i = 1; i < name_hashes_.size(); ++i) {
+      for (size_t j = i; j-- > 0 && name_hashes_[j].first == name_hashes_[i].first;) {
+        const std::string& name = header_.tensors[name_hashes_[i].second].name;
+        if (header_.tensors[name_hashes_[j].second].name == name) fail(source_, "the header repeats the key '" + name + "'");
+      }
     }
   }
-  TensorInfo info;
-  info.name = name;
-  auto dtype = value.find("dtype");
-  if (dtype == value.end() || !dtype->is_string()) fail(source, where + " has no string 'dtype'");
-  if (!parse_dtype(dtype->get_ref<const std::string&>(), &info.dtype)) {
-    fail(source, where + " has the unknown dtype '" + dtype->get_ref<const std::string&>() + "'");
+
+ private:
+  // Each field once; the bits of `seen_` are these values.
+  enum class Field : unsigned { dtype, shape, data_offsets, none };
+
+  Field field_named(const std::string& key) const {
+    if (key == "dtype") return Field::dtype;
+    if (key == "shape") return Field::shape;
+    if (key == "data_offsets") return Field::data_offsets;
+    fail(source_, where() + " has an unexpected field '" + key + "'");
   }
-  auto shape = value.find("shape");
-  if (shape == value.end() || !shape->is_array()) fail(source, where + " has no array 'shape'");
-  uint64_t elements = 1;
-  for (const auto& dim : *shape) {
-    if (!dim.is_number_unsigned()) fail(source, where + " has a shape entry that is not a non-negative integer");
-    const uint64_t size = dim.get<uint64_t>();
+
+  std::string where() const { return "tensor '" + tensor_.name + "'"; }
+  std::string offsets_problem() const {
+    return where() + " needs 'data_offsets' as two non-negative integers [begin, end]";
+  }
+
+  // A value where the format has none of its kind: the message says what belongs there.
+  bool scalar() {
+    if (depth_ == 0) fail(source_, "the header is not a JSON object");
+    if (depth_ == 1 && key_ == "__metadata__") fail(source_, "'__metadata__' is not a JSON object");
+    if (depth_ == 1) fail(source_, "tensor '" + key_ + "' is not a JSON object");
+    if (in_metadata_) fail(source_, "'__metadata__' entry '" + key_ + "' is not a string");
+    if (field_ == Field::dtype) fail(source_, where() + " has no string 'dtype'");
+    if (field_ == Field::shape && depth_ == 2) fail(source_, where() + " has no array 'shape'");
+    if (field_ == Field::shape) fail(source_, where() + " has a shape entry that is not a non-negative integer");
+    fail(source_, offsets_problem());
+  }
+
+  bool dimension(uint64_t size) {
     if (size > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      fail(source, where + " has a dimension too large");
+      fail(source_, where() + " has a dimension too large");
     }
-    if (size != 0 && elements > std::numeric_limits<uint64_t>::max() / size) {
-      fail(source, where + " has a shape whose element count overflows");
+    if (size != 0 && elements_ > std::numeric_limits<uint64_t>::max() / size) {
+      fail(source_, where() + " has a shape whose element count overflows");
     }
-    elements *= size;
-    info.shape.push_back(static_cast<int64_t>(size));
+    elements_ *= size;
+    tensor_.shape.push_back(static_cast<int64_t>(size));
+    return true;
   }
-  auto offsets = value.find("data_offsets");
-  if (offsets == value.end() || !offsets->is_array() || offsets->size() != 2 ||
-      !(*offsets)[0].is_number_unsigned() || !(*offsets)[1].is_number_unsigned()) {
-    fail(source, where + " needs 'data_offsets' as two non-negative integers [begin, end]");
+
+  bool offset(uint64_t value) {
+    if (offsets_ == 2) fail(source_, offsets_problem());
+    (offsets_++ == 0 ? tensor_.begin : tensor_.end) = value;
+    return true;
   }
-  info.begin = (*offsets)[0].get<uint64_t>();
-  info.end = (*offsets)[1].get<uint64_t>();
-  if (info.end < info.begin) fail(source, where + " has data_offsets with end before begin");
-  const size_t element_size = dtype_size(info.dtype);
-  if (elements > std::numeric_limits<uint64_t>::max() / element_size) {
-    fail(source, where + " has a byte size that overflows");
+
+  void finish_tensor() {
+    if (!(seen_ & 1u << static_cast<unsigned>(Field::dtype))) fail(source_, where() + " has no string 'dtype'");
+    if (!(seen_ & 1u << static_cast<unsigned>(Field::shape))) fail(source_, where() + " has no array 'shape'");
+    if (!(seen_ & 1u << static_cast<unsigned>(Field::data_offsets))) fail(source_, offsets_problem());
+    if (tensor_.end < tensor_.begin) fail(source_, where() + " has data_offsets with end before begin");
+    const uint64_t elements = elements_;
+    const size_t element_size = dtype_size(tensor_.dtype);
+    if (elements > std::numeric_limits<uint64_t>::max() / element_size) {
+      fail(source_, where() + " has a byte size that overflows");
+    }
+    if (tensor_.end - tensor_.begin != elements * element_size) {
+      fail(source_, where() + " spans " + std::to_string(tensor_.end - tensor_.begin) +
+                        " bytes but its shape and dtype need " + std::to_string(elements * element_size));
+    }
+    name_hashes_.emplace_back(std::hash<std::string>()(tensor_.name), header_.tensors.size());
+    header_.tensors.push_back(std::move(tensor_));
+    offsets_ = 0;
+    elements_ = 1;
   }
-  if (info.end - info.begin != elements * element_size) {
-    fail(source, where + " spans " + std::to_string(info.end - info.begin) + " bytes but its shape and dtype need " +
-                     std::to_string(elements * element_size));
-  }
-  return info;
-}
+
+  const std::string& source_;
+  Header& header_;
+  int depth_ = 0;
+  bool in_metadata_ = false;
+  std::string key_;  // the member being read at depth 1, or the metadata entry at depth 2
+  bool has_metadata_ = false;
+  std::vector<std::pair<size_t, size_t>> name_hashes_;  // (hash of the name, index in header_.tensors)
+  TensorInfo tensor_;
+  Field field_ = Field::none;
+  unsigned seen_ = 0;
+  int offsets_ = 0;
+  uint64_t elements_ = 1;
+};
 
 void check_shard_file_name(const std::string& file, const std::string& source) {
   if (file.empty() || file == "." || file == ".." || file.find('/') != std::string::npos ||
@@ -156,24 +263,15 @@ Header parse_header(const uint8_t* bytes, size_t size, const std::string& source
                      std::to_string(size) + " bytes)");
   }
   const char* json_begin = reinterpret_cast<const char*>(bytes + 8);
-  const nlohmann::json json = parse_json_unique_keys(json_begin, json_begin + header_length, source, "the header");
-  if (!json.is_object()) fail(source, "the header is not a JSON object");
-
   Header header;
   header.data_start = 8 + header_length;
-  for (const auto& item : json.items()) {
-    if (item.key() == "__metadata__") {
-      if (!item.value().is_object()) fail(source, "'__metadata__' is not a JSON object");
-      for (const auto& entry : item.value().items()) {
-        if (!entry.value().is_string()) {
-          fail(source, "'__metadata__' entry '" + entry.key() + "' is not a string");
-        }
-        header.metadata.emplace_back(entry.key(), entry.value().get<std::string>());
-      }
-      continue;
-    }
-    header.tensors.push_back(parse_tensor_entry(item.key(), item.value(), source));
-  }
+  HeaderReader reader(source, header);
+  nlohmann::json::sax_parse(json_begin, json_begin + header_length, &reader);
+  reader.check_names_unique();
+  std::sort(header.metadata.begin(), header.metadata.end());
+  const auto repeated = std::adjacent_find(header.metadata.begin(), header.metadata.end(),
+                                           [](const auto& a, const auto& b) { return a.first == b.first; });
+  if (repeated != header.metadata.end()) fail(source, "'__metadata__' repeats the key '" + repeated->first + "'");
   std::sort(header.tensors.begin(), header.tensors.end(),
             [](const TensorInfo& a, const TensorInfo& b) {
               return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;

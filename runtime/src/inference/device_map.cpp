@@ -13,8 +13,8 @@
 #include <algorithm>
 #include <cctype>
 #include <fstream>
-#include <set>
 #include <sstream>
+#include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
@@ -143,42 +143,71 @@ std::string DeviceMap::to_json() const {
   return json.dump();
 }
 
-DeviceMap DeviceMap::from_json(const std::string& text, const std::string& source) {
-  std::set<std::string> seen;
-  auto callback = [&](int depth, nlohmann::ordered_json::parse_event_t event, nlohmann::ordered_json& parsed) {
-    if (event == nlohmann::ordered_json::parse_event_t::key && depth == 1) {
-      const auto& key = parsed.get_ref<const std::string&>();
-      if (!seen.insert(key).second) throw ConfigError("acc: " + source + ": the entry '" + key + "' is given twice");
-    }
+namespace {
+
+// Reads a device map's JSON event by event in one linear pass, in file order: an object of module
+// name -> GPU index or device string. (A parse into nlohmann's ordered_json, whose objects look keys
+// up linearly, with a per-key callback for repeated names, took quadratic time in the entries.)
+class DeviceMapReader final : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  explicit DeviceMapReader(const std::string& source) : source_(source) {}
+
+  bool null() override { return bad(nlohmann::json(nullptr).dump()); }
+  bool boolean(bool value) override { return bad(nlohmann::json(value).dump()); }
+  bool number_integer(number_integer_t value) override { return bad(std::to_string(value)); }
+  bool number_float(number_float_t, const string_t& text) override { return bad(text); }
+  bool binary(binary_t&) override { return bad("binary data"); }
+  bool number_unsigned(number_unsigned_t value) override { return entry(std::to_string(value)); }  // a GPU index
+  bool string(string_t& value) override { return entry(std::move(value)); }
+  bool start_object(std::size_t) override { return depth_++ == 0 || bad("a JSON object"); }
+  bool end_object() override { return --depth_, true; }
+  bool start_array(std::size_t) override { return depth_++ == 0 ? not_an_object() : bad("a JSON array"); }
+  bool end_array() override { return --depth_, true; }
+  bool key(string_t& key) override {
+    if (!seen_.insert(key).second) throw ConfigError("acc: " + source_ + ": the entry '" + key + "' is given twice");
+    key_ = std::move(key);
     return true;
-  };
-  nlohmann::ordered_json json;
-  try {
-    json = nlohmann::ordered_json::parse(text, callback);
-  } catch (const nlohmann::json::exception& error) {
-    throw ConfigError("acc: " + source + " is not valid JSON (" + error.what() + ")");
   }
-  if (!json.is_object()) {
-    throw ConfigError("acc: " + source +
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& error) override {
+    throw ConfigError("acc: " + source_ + " is not valid JSON (" + error.what() + ")");
+  }
+
+  std::vector<std::pair<std::string, std::string>> entries;
+
+ private:
+  bool entry(std::string device) {
+    if (depth_ == 0) return not_an_object();
+    entries.emplace_back(std::move(key_), std::move(device));
+    return true;
+  }
+  bool bad(const std::string& value) {
+    if (depth_ == 0) return not_an_object();
+    throw ConfigError("acc: " + source_ + ": the entry '" + key_ + "' has the device " + value + "; use " + kDevices);
+  }
+  [[noreturn]] bool not_an_object() {
+    throw ConfigError("acc: " + source_ +
                       " is not a JSON object of module names to devices, such as "
                       "{\"embed\": 0, \"layers.0\": \"cpu\"}");
   }
+
+  const std::string& source_;
+  int depth_ = 0;
+  std::string key_;
+  std::unordered_set<std::string> seen_;
+};
+
+}  // namespace
+
+DeviceMap DeviceMap::from_json(const std::string& text, const std::string& source) {
+  DeviceMapReader reader(source);
+  nlohmann::json::sax_parse(text, &reader);
   DeviceMap map;
-  for (const auto& item : json.items()) {
-    const auto& value = item.value();
-    std::string device;
-    if (value.is_number_unsigned()) {
-      device = std::to_string(value.get<uint64_t>());  // a GPU index
-    } else if (value.is_string()) {
-      device = value.get<std::string>();
-    } else {
-      throw ConfigError("acc: " + source + ": the entry '" + item.key() + "' has the device " + value.dump() +
-                        "; use " + kDevices);
+  map.entries_.reserve(reader.entries.size());
+  for (auto& [module, device] : reader.entries) {
+    if (!valid_module_name(module)) {
+      throw ConfigError("acc: " + source + ": the entry '" + module + "' is not a module name");
     }
-    if (!valid_module_name(item.key())) {
-      throw ConfigError("acc: " + source + ": the entry '" + item.key() + "' is not a module name");
-    }
-    map.entries_.emplace_back(item.key(), device_of_entry(item.key(), device, source));
+    map.entries_.emplace_back(module, device_of_entry(module, device, source));
   }
   return map;
 }
