@@ -89,7 +89,7 @@ TEST(SaveState, RestoresModelOptimizerSchedulerRngAndRegisteredObjects) {
   const auto next_random = torch::rand({4});
 
   EXPECT_EQ(files_in(dir / "ckpt"),
-            (std::vector<std::string>{"acc_checkpoint_complete", "custom_checkpoint_0.bin", "model.safetensors",
+            (std::vector<std::string>{"acc_checkpoint_complete", "checksums_0.txt", "custom_checkpoint_0.bin", "model.safetensors",
                                       "optimizer.libtorch.bin", "optimizer.safetensors", "random_states_0.bin",
                                       "scheduler.bin"}));
   run.steps(3);
@@ -170,13 +170,13 @@ TEST(SaveState, ErrorsNameTheFix) {
 TEST(CheckpointDirectory, UncommittedWritesLeaveNothingAndCommitReplaces) {
   ScratchDir dir;
   {
-    acc::detail::CheckpointDirectoryWriter writer(dir / "c", true);
+    acc::detail::CheckpointDirectoryWriter writer(dir / "c", "0123456789abcdef", true);
     std::ofstream(writer.file("a.txt")) << "partial";
   }  // destroyed without commit: as if an exception unwound the save
   EXPECT_FALSE(fs::exists(dir / "c"));
-  EXPECT_FALSE(fs::exists(dir / ".c.tmp"));
+  EXPECT_TRUE(files_in(dir.path()).empty());
   for (const char* text : {"first", "second"}) {
-    acc::detail::CheckpointDirectoryWriter writer(dir / "c", true);
+    acc::detail::CheckpointDirectoryWriter writer(dir / "c", text == std::string("first") ? "1111111111111111" : "2222222222222222", true);
     std::ofstream(writer.file("a.txt")) << text;
     writer.commit();
   }

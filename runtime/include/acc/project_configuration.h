@@ -22,6 +22,9 @@ struct ProjectConfiguration {
   TORCH_ARG(int64_t, iteration) = 0;
   /// Every node's local main process writes the shared files (nodes without a shared filesystem).
   TORCH_ARG(bool, save_on_each_node) = false;
+  /// load_state checks every file against the CRC-32C save_state recorded (checksums_<rank>.txt) and
+  /// names a damaged one. Costs a pass over the bytes at several GB/s; false loads without it.
+  TORCH_ARG(bool, verify_checksums) = true;
 };
 
 }  // namespace acc

@@ -1,8 +1,11 @@
 #pragma once
-// Crash-safe checkpoint directories. Files are written into a hidden temporary sibling
-// (".<name>.tmp"); commit() adds the completion marker, fsyncs every file and the directory,
-// renames it into place and fsyncs the parent. A process killed at any moment therefore leaves
-// either no directory named <name> or a complete one.
+// Crash-safe checkpoint directories. Files are written into a hidden temporary sibling,
+// ".<name>.tmp-<token>", created with mkdir (like O_EXCL, it fails on any existing name, a planted
+// link included) under a random token that every process of the save shares; commit() adds the
+// completion marker, fsyncs every file and the directory, renames it into place and fsyncs the
+// parent. A process killed at any moment therefore leaves either no directory named <name> or a
+// complete one. The creator holds an flock on the temporary until it is committed or removed, so
+// the next save can tell the leftovers of dead writers (lock free: removed) from a save running now.
 #include <string>
 #include <vector>
 
@@ -12,10 +15,12 @@ namespace acc::detail {
 
 class CheckpointDirectoryWriter {
  public:
-  /// `final_path`: where the checkpoint will be. `create`: remove a leftover temporary directory
-  /// of an interrupted save and create a fresh one (exactly one process per filesystem does this;
-  /// the others construct with create=false after a barrier and write their own files into it).
-  CheckpointDirectoryWriter(std::string final_path, bool create);
+  /// `final_path`: where the checkpoint will be. `token`: the random part of the temporary's name,
+  /// the same on every process of one save. `create`: remove the leftovers of dead writers beside
+  /// it and create the temporary directory (exactly one process per filesystem does this; the
+  /// others construct with create=false after a barrier, check that the directory is the real one,
+  /// and write their own files into it).
+  CheckpointDirectoryWriter(std::string final_path, const std::string& token, bool create);
   /// Removes the temporary directory if commit() was not reached (an exception unwound the save).
   ~CheckpointDirectoryWriter();
   CheckpointDirectoryWriter(const CheckpointDirectoryWriter&) = delete;
@@ -32,17 +37,23 @@ class CheckpointDirectoryWriter {
   /// Marker, fsync of every file and of the directory, rename into place (an existing directory
   /// at final_path is replaced), fsync of the parent.
   void commit();
-  /// Leaves the temporary directory for another process to commit or remove.
-  void release() { owner_ = false; }
 
  private:
   std::string final_;
+  std::string token_;
   std::string temporary_;
   bool owner_;
+  int lock_fd_ = -1;  // the creator's flock on temporary_
   bool committed_ = false;
 };
 
-/// The temporary sibling that CheckpointDirectoryWriter uses for `final_path`.
-std::string checkpoint_temporary_path(const std::string& final_path);
+/// Removes `directory` crash-safely: renamed to a hidden trash name first (one atomic step: a kill
+/// leaves either the checkpoint or trash, never a half-removed checkpoint), then deleted.
+void remove_checkpoint(const std::string& directory);
+
+/// Removes what interrupted saves and removals left in `parent`: trash, temporaries whose writer is
+/// gone (their flock is free), and the fixed-name temporaries of acc before the flock
+/// (".checkpoint_N.tmp", or ".<name>.tmp" for the checkpoint `name` about to be saved).
+void remove_abandoned_checkpoints(const std::string& parent, const std::string& name);
 
 }  // namespace acc::detail

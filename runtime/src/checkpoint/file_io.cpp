@@ -6,11 +6,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include <acc/errors.h>
+#include <acc_common/new_file.h>
 
 namespace acc::detail {
 
@@ -58,15 +58,41 @@ void FileHandle::close() {
 }
 
 FileHandle create_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0 && errno == ELOOP) {
+    throw Error("acc: '" + path + "' is a symbolic link; acc writes only regular files it creates (remove the link)");
+  }
   if (fd < 0) throw_system_error("create", path);
   return FileHandle(fd, path);
 }
 
+static std::string file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
 FileHandle open_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would wait for a writer forever. The kind is checked on
+  // the open descriptor, so nothing can be swapped in between the check and the read.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) throw_system_error("open", path);
-  return FileHandle(fd, path);
+  FileHandle file(fd, path);
+  struct stat info {};
+  if (::fstat(fd, &info) != 0) throw_system_error("stat", path);
+  if (!S_ISREG(info.st_mode)) {
+    throw Error("acc: '" + path + "' is " + file_kind(info.st_mode) + ", not a file acc can read; name a regular file");
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return file;
+}
+
+uint64_t file_size(const FileHandle& file) {
+  struct stat info {};
+  if (::fstat(file.fd(), &info) != 0) throw_system_error("stat", file.path());
+  return static_cast<uint64_t>(info.st_size);
 }
 
 void read_exact_at(const FileHandle& file, void* out, size_t size, uint64_t offset) {
@@ -80,6 +106,20 @@ void read_exact_at(const FileHandle& file, void* out, size_t size, uint64_t offs
   }
 }
 
+void write_file_atomically(const std::string& path, const std::function<void(const std::string&)>& write) {
+  auto reserved = common::create_file_beside(path);
+  if (reserved.fd < 0) throw_system_error("create a file beside", path);
+  ::close(reserved.fd);
+  try {
+    write(reserved.path);
+    sync_path(reserved.path);
+    if (std::rename(reserved.path.c_str(), path.c_str()) != 0) throw_system_error("rename into", path);
+  } catch (...) {
+    ::unlink(reserved.path.c_str());
+    throw;
+  }
+}
+
 void write_text_file(const std::string& path, const std::string& text) {
   auto file = create_file(path);
   file.write_all(text.data(), text.size());
@@ -87,11 +127,10 @@ void write_text_file(const std::string& path, const std::string& text) {
 }
 
 std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_system_error("open", path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  const auto file = open_file(path);
+  std::string bytes(file_size(file), '\0');
+  read_exact_at(file, bytes.data(), bytes.size(), 0);
+  return bytes;
 }
 
 void remove_tree(const std::string& path) {

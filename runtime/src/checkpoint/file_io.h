@@ -3,6 +3,7 @@
 // naming the path and the system's reason.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,15 +30,22 @@ class FileHandle {
   std::string path_;
 };
 
-/// Creates or truncates `path` for writing.
+/// Creates or truncates `path` for writing; a symbolic link there is refused, never followed.
 FileHandle create_file(const std::string& path);
-/// Opens `path` for reading.
+/// Opens `path` for reading: a directory, FIFO, device or socket is refused with an error naming
+/// what it is (without blocking on a FIFO).
 FileHandle open_file(const std::string& path);
+uint64_t file_size(const FileHandle& file);
 /// Reads exactly `size` bytes at `offset` (retrying short reads and EINTR); an error naming the
 /// file when it cannot (including a file that ends first).
 void read_exact_at(const FileHandle& file, void* out, size_t size, uint64_t offset);
+/// Writes `path` through `write`, which fills the file at the path it is given: a new file beside
+/// `path` under a random name (O_EXCL|O_NOFOLLOW: nobody can have planted a link there), fsynced and
+/// renamed over `path`. The temporary is removed when `write` throws.
+void write_file_atomically(const std::string& path, const std::function<void(const std::string&)>& write);
 /// Writes `text` to `path` (created or truncated).
 void write_text_file(const std::string& path, const std::string& text);
+/// The whole file (open_file's checks).
 std::string read_text_file(const std::string& path);
 /// Removes a file or a directory tree; a missing path is not an error. (libtorch.so exports its
 /// own std::filesystem::remove_all, which crashes when it interposes on libstdc++'s.)

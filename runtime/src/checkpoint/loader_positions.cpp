@@ -15,6 +15,8 @@
 #include <acc/collectives.h>
 #include <acc/checkpoint_model.h>
 
+#include "checkpoint/archive_file.h"
+
 namespace acc::detail {
 namespace {
 
@@ -82,12 +84,14 @@ void load_loader_position(ShardEpoch& loader, const std::string& path, int rank,
                           "loaders than this program has. Prepare the extra loaders after "
                           "load_state, or resume from a checkpoint saved by this program");
   }
-  torch::serialize::InputArchive archive;
-  archive.load_from(path, c10::Device(c10::kCPU));
+  auto archive = read_archive(path, c10::Device(c10::kCPU));
   c10::IValue seed;
-  archive.read("seed", seed);
   at::Tensor table;
-  archive.read("positions", table);
+  read_values(path, [&] {
+    archive.read("seed", seed);
+    archive.read("positions", table);
+    seed.toInt();  // a foreign value fails here, inside read_values
+  });
   if (table.dim() != 2 || table.size(1) != 2 || table.size(0) != num_processes) {
     throw CheckpointError("acc: '" + path + "' holds the data loader position of " +
                           std::to_string(table.dim() == 2 ? table.size(0) : 0) +

@@ -15,6 +15,8 @@
 #include <sstream>
 #include <tuple>
 
+#include "checkpoint/archive_file.h"
+#include "checkpoint/checksums.h"
 #include "checkpoint/file_io.h"
 #include "checkpoint/tensor_copy.h"
 #include "checkpoint/weights_files.h"
@@ -60,18 +62,10 @@ void write_pickle(const safetensors::NamedTensors& tensors, const std::string& p
   file.close();
 }
 
-// Writes through `writer` to a temporary sibling, fsyncs it and renames it over `path`.
-template <typename Writer>
-void write_atomically(const std::string& path, Writer&& writer) {
-  const std::string temporary = path + ".tmp";
-  writer(temporary);
-  detail::sync_path(temporary);
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) detail::throw_system_error("rename into", path);
-}
-
 safetensors::NamedTensors read_pickle(const std::string& path) {
-  const std::string text = detail::read_text_file(path);
-  const auto value = torch::jit::pickle_load(std::vector<char>(text.begin(), text.end()));
+  const std::string text = detail::read_checkpoint_file(path);
+  c10::IValue value;
+  detail::read_values(path, [&] { value = torch::jit::pickle_load(std::vector<char>(text.begin(), text.end())); });
   if (!value.isGenericDict()) {
     throw CheckpointError("acc: '" + path + "' does not hold a dict of tensors");
   }
@@ -234,7 +228,7 @@ void save_model(const torch::nn::Module& module, const std::string& directory,
       index.weight_map.emplace_back(state[i].first, shard.file);
     }
     const auto path = (fs::path(directory) / shard.file).string();
-    write_atomically(path, [&](const std::string& temporary) {
+    detail::write_file_atomically(path, [&](const std::string& temporary) {
       if (safe_serialization) {
         safetensors::save_file(tensors, temporary);
       } else {
@@ -246,7 +240,7 @@ void save_model(const torch::nn::Module& module, const std::string& directory,
   const auto index_path = fs::path(directory) / index_name;
   if (shards.size() > 1) {
     std::sort(index.weight_map.begin(), index.weight_map.end());
-    write_atomically(index_path.string(), [&](const std::string& temporary) {
+    detail::write_file_atomically(index_path.string(), [&](const std::string& temporary) {
       detail::write_text_file(temporary, safetensors::serialize_index(index));
     });
     written.insert(index_name);

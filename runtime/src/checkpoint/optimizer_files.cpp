@@ -17,6 +17,7 @@
 #include <acc/checkpoint_model.h>
 #include <acc/safetensors.h>
 
+#include "checkpoint/archive_file.h"
 #include "checkpoint/tensor_copy.h"
 #include "optim/optimizer_state_fields.h"
 
@@ -90,8 +91,7 @@ void load_optimizer_state(torch::optim::Optimizer& optimizer, const std::string&
       if (slot->defined()) reusable.emplace(field_name(index, field), *slot);
     }
   });
-  torch::serialize::InputArchive archive;
-  archive.load_from(archive_path, device);
+  auto archive = read_archive(archive_path, device);
   try {
     optimizer.load(archive);
   } catch (const c10::Error& error) {

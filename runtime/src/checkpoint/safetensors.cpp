@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "checkpoint/checksums.h"
 #include "checkpoint/file_io.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -104,26 +105,17 @@ struct Mapping {
 }  // namespace detail
 
 MappedFile::MappedFile(const std::string& path) : path_(path), mapping_(std::make_shared<detail::Mapping>()) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) acc::detail::throw_system_error("open the safetensors file", path);
-  struct stat info {};
-  if (::fstat(fd, &info) != 0) {
-    ::close(fd);
-    acc::detail::throw_system_error("stat", path);
-  }
-  const size_t size = static_cast<size_t>(info.st_size);
+  const auto file = acc::detail::open_file(path);  // a regular file (a FIFO would block, a directory not map)
+  const size_t size = static_cast<size_t>(acc::detail::file_size(file));
   if (size > 0) {
     // Private and writable: pages are shared with the page cache until a tensor is written to,
     // and writes never reach the file.
-    void* address = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-    if (address == MAP_FAILED) {
-      ::close(fd);
-      acc::detail::throw_system_error("mmap", path);
-    }
+    void* address = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, file.fd(), 0);
+    if (address == MAP_FAILED) acc::detail::throw_system_error("mmap", path);
     mapping_->address = address;
     mapping_->size = size;
   }
-  ::close(fd);
+  acc::detail::verify_checkpoint_file(path, mapping_->address, size);
   header_ = parse_header(static_cast<const uint8_t*>(mapping_->address), size, path);
 }
 
@@ -169,9 +161,7 @@ at::Tensor MappedFile::make_tensor(const TensorInfo& info) const {
 
 Header read_header(const std::string& path) {
   const auto file = acc::detail::open_file(path);
-  struct stat info {};
-  if (::fstat(file.fd(), &info) != 0) acc::detail::throw_system_error("stat", path);
-  const uint64_t size = static_cast<uint64_t>(info.st_size);
+  const uint64_t size = acc::detail::file_size(file);
   std::string bytes(std::min<uint64_t>(size, 8), '\0');
   acc::detail::read_exact_at(file, bytes.data(), bytes.size(), 0);
   if (size >= 8) {

@@ -7,16 +7,21 @@
 #include <ATen/detail/CUDAHooksInterface.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <optional>
 #include <regex>
 
 #include <acc/checkpointing.h>
+#include <acc/collectives.h>
 #include <acc/errors.h>
 #include <acc/state.h>
 #include <acc/warnings.h>
+#include <acc_common/new_file.h>
 
+#include "checkpoint/archive_file.h"
+#include "checkpoint/checksums.h"
 #include "checkpoint/directory.h"
 #include "checkpoint/file_io.h"
 #include "checkpoint/loader_positions.h"
@@ -42,9 +47,8 @@ void save_archive(const SaveFunction& save, const std::string& path) {
 
 void load_archive(const LoadFunction& load, const std::string& path, c10::Device device) {
   require_checkpoint_file(path);
-  torch::serialize::InputArchive archive;
-  archive.load_from(path, device);
-  load(archive);
+  auto archive = read_archive(path, device);
+  read_values(path, [&] { load(archive); });
 }
 
 std::vector<at::Generator> generators() {
@@ -162,18 +166,27 @@ std::string load_source(const ProjectConfiguration& project, const std::string& 
   return source;
 }
 
+// The random part of the temporary directory's name: drawn by process 0, the same on every process
+// (they must find the directory without talking to its writer again).
+std::string shared_token(const PartialState& state) {
+  std::string token = common::random_hex(8);
+  if (!state.use_distributed()) return token;
+  auto bytes = at::empty({static_cast<int64_t>(token.size())}, at::kByte);
+  std::memcpy(bytes.data_ptr(), token.data(), token.size());
+  bytes = acc::broadcast(bytes.to(state.device())).cpu();
+  return std::string(static_cast<const char*>(bytes.data_ptr()), token.size());
+}
+
 // Every rank's files of one checkpoint, in the temporary directory until commit(), and the list
-// of what this process wrote (fsynced before the commit).
+// of what this process wrote (fsynced, and listed with their checksums, before the commit).
 class CheckpointFiles {
  public:
   CheckpointFiles(const std::string& target, bool writer, const PartialState& state) {
+    const std::string token = shared_token(state);
     // The writer creates the temporary directory; the others write into it after the barrier.
-    if (writer) out_.emplace(target, /*create=*/true);
+    if (writer) out_.emplace(target, token, /*create=*/true);
     state.wait_for_everyone();
-    if (!writer) {
-      out_.emplace(target, /*create=*/false);
-      out_->release();
-    }
+    if (!writer) out_.emplace(target, token, /*create=*/false);
   }
   /// The path of `name`, recorded as written.
   std::string file(const std::string& name) { return written_.emplace_back(out_->file(name)); }
@@ -181,8 +194,12 @@ class CheckpointFiles {
   void write(const std::string& name, How&& how) {
     how(file(name));
   }
-  /// fsync of this process's files, a barrier, then the writer's commit (marker, rename).
+  /// This process's checksum manifest and fsync of its files, a barrier, then the writer's commit
+  /// (marker, rename).
   void commit(bool writer, const PartialState& state) {
+    const std::string manifest = out_->file(checksum_manifest_name(state.process_index()));
+    write_checksum_manifest(out_->path(), written_, manifest);
+    written_.push_back(manifest);
     CheckpointDirectoryWriter::sync_files(written_);
     state.wait_for_everyone();
     if (writer) out_->commit();
@@ -224,16 +241,23 @@ void save_objects(const CheckpointContext& context, bool writer, CheckpointFiles
   }
 }
 
-// Rotation only after the new checkpoint is complete: a crash never leaves fewer.
-void remove_old_checkpoints(const ProjectConfiguration& project) {
+// Rotation only after the new checkpoint is complete: a crash never leaves fewer. Each removal is
+// a rename to the trash first, so a kill leaves the checkpoint or trash (removed by the next save),
+// never a checkpoint_N half gone. Directories checkpoint_N below the newest that lack the marker are
+// what acc before the trash left when killed while pruning: removed too.
+void remove_old_checkpoints(const ProjectConfiguration& project, int64_t saved) {
+  const fs::path root = fs::path(project.project_dir()) / "checkpoints";
+  for (const auto& entry : fs::directory_iterator(root)) {
+    const auto number = checkpoint_number(entry.path().filename().string());
+    if (number && *number < saved && fs::is_directory(fs::symlink_status(entry.path())) &&
+        !is_complete_checkpoint(entry.path().string())) {
+      remove_checkpoint(entry.path().string());
+    }
+  }
   if (!project.total_limit() || *project.total_limit() <= 0) return;
   auto all = numbered_checkpoints(project.project_dir());
   const auto limit = static_cast<size_t>(*project.total_limit());
-  for (size_t i = 0; i + limit < all.size(); ++i) {
-    // Marker first: a removal cut short leaves a directory no reader picks.
-    remove_tree((all[i].second / kCheckpointCompleteMarker).string());
-    remove_tree(all[i].second.string());
-  }
+  for (size_t i = 0; i + limit < all.size(); ++i) remove_checkpoint(all[i].second.string());
 }
 
 }  // namespace
@@ -255,8 +279,8 @@ std::string save_training_state(CheckpointContext& context, const std::string& d
   save_objects(context, writer, files);
   files.commit(writer, state);
   if (directory.empty()) {
+    if (writer) remove_old_checkpoints(project, project.iteration());
     project.iteration(project.iteration() + 1);
-    if (writer) remove_old_checkpoints(project);
   }
   return target;
 }
@@ -267,6 +291,7 @@ std::string load_training_state(CheckpointContext& context, const std::string& d
   const CheckpointRegistry& registry = *context.registry;
   const std::string source = load_source(project, directory);
   const fs::path dir(source);
+  const ChecksumVerification verification(source, project.verify_checksums());
   for (size_t i = 0; i < registry.models().size(); ++i) {
     context.layout->load_model(*registry.models()[i], source, numbered("model", i, ""));
   }

@@ -15,6 +15,7 @@
 #include <acc/checkpoint_model.h>
 #include <acc/errors.h>
 
+#include "checkpoint/archive_file.h"
 #include "checkpoint/optimizer_files.h"
 #include "checkpoint/shard_files.h"
 #include "comm/process_group.h"
@@ -212,8 +213,7 @@ void check_state_names(const OptimizerStateView& view, const ShardedTensors& sou
 // states keyed by whole parameters.
 StateMap load_whole_states(const OptimizerStateView& view, const std::string& archive_path, c10::Device device) {
   WholeParameterView whole(view.optimizer, view.layout, StateMap());
-  torch::serialize::InputArchive archive;
-  archive.load_from(archive_path, device);
+  auto archive = read_archive(archive_path, device);
   try {
     view.optimizer.load(archive);
   } catch (const c10::Error& error) {

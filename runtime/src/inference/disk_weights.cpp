@@ -62,10 +62,7 @@ std::vector<DiskWeight> write_disk_weights(const safetensors::NamedTensors& tens
                             (stem + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) +
                              ".safetensors"))
                                .string();
-  const std::string temporary = path + ".tmp";
-  safetensors::save_file(tensors, temporary);
-  sync_path(temporary);
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) throw_system_error("rename into", path);
+  write_file_atomically(path, [&](const std::string& temporary) { safetensors::save_file(tensors, temporary); });
   const auto file = std::make_shared<const FileHandle>(open_file(path));
   const auto header = safetensors::read_header(path);
   std::vector<DiskWeight> out;

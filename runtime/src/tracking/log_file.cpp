@@ -1,5 +1,8 @@
 #include "tracking/log_file.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -28,7 +31,10 @@ LogFile::LogFile(std::string path, double flush_secs) : path_(std::move(path)) {
 LogFile::~LogFile() { close(); }
 
 void LogFile::open_locked() {
-  file_ = std::fopen(path_.c_str(), "ab");
+  // O_NOFOLLOW: a link planted at the log's name fails here instead of receiving the log.
+  const int fd = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
+  file_ = fd < 0 ? nullptr : ::fdopen(fd, "ab");
+  if (file_ == nullptr && fd >= 0) ::close(fd);
   if (file_ == nullptr) {
     throw Error("acc: cannot open the log file '" + path_ + "': " + std::strerror(errno) +
                 "; choose a writable logging_dir");

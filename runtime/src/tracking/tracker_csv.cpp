@@ -5,6 +5,7 @@
 
 #include <acc/errors.h>
 #include <acc/tracking.h>
+#include <acc_common/new_file.h>
 
 #include "tracking/log_file.h"
 #include "tracking/value_format.h"
@@ -17,11 +18,11 @@ std::string read_file(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
+// A new file under a random name renamed over `path` (acc_common/new_file.h): a link planted at
+// the name, or at a predictable temporary, never redirects the write.
 void write_file(const std::string& path, const std::string& contents) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << contents;
-  out.close();
-  if (!out) throw Error("acc: cannot write '" + path + "'; choose a writable logging_dir");
+  const std::string error = common::replace_file(path, contents);
+  if (!error.empty()) throw Error("acc: " + error + "; choose a writable logging_dir");
 }
 }  // namespace
 
@@ -71,8 +72,7 @@ void CsvTracker::grow_header(const TrackerValues& values) {
   file()->reopen_after([&] {
     const std::string& path = file()->path();
     const std::string rows = read_file(path).substr(header_bytes_);
-    write_file(path + ".tmp", header + rows);
-    std::filesystem::rename(path + ".tmp", path);
+    write_file(path, header + rows);
   });
   header_bytes_ = header.size();
 }
