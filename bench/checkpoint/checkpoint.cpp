@@ -2,7 +2,8 @@
 //  - save_state of a model (default 1 GB of fp32 weights) plus its Adam state, against writing
 //    the same number of bytes sequentially with write() + fsync;
 //  - load_state of that checkpoint, against reading the same number of bytes with read(), into the
-//    running optimizer and into a fresh one (as a resumed process has);
+//    running optimizer and into a fresh one (as a resumed process has), and against itself without
+//    checksum verification (ProjectConfiguration::verify_checksums(false));
 //  - a safetensors file read by memory map (acc::safetensors::MappedFile, then one pass over the
 //    values) against read() into freshly allocated tensors and the same pass;
 //  - the optimizer's part of load_state against loading the same optimizer from libtorch's
@@ -151,6 +152,15 @@ int main(int argc, char** argv) {
     accelerator.load_state(checkpoint);
     return seconds_since(start);
   });
+  // The same load without checking the checksums save_state recorded: the verification's cost.
+  acc::Accelerator unverified(
+      acc::AcceleratorOptions().cpu(true).project_config(acc::ProjectConfiguration().verify_checksums(false)));
+  unverified.prepare(model, optimizer);
+  const double load_unverified = best_of(repeat, [&] {
+    const auto start = std::chrono::steady_clock::now();
+    unverified.load_state(checkpoint);
+    return seconds_since(start);
+  });
   // A resumed process has no optimizer state yet: its load allocates (page faults) instead of
   // copying into the state already there. One load each, so nothing is reused.
   const double fresh_load = best_of(repeat, [&] {
@@ -199,6 +209,8 @@ int main(int argc, char** argv) {
             << " GB/s   ratio " << write / save << "\n"
             << "load_state  " << gb / load << " GB/s   raw read        " << gb / read
             << " GB/s   ratio " << read / load << "\n"
+            << "load_state without checksum verification " << gb / load_unverified
+            << " GB/s   verification adds " << 100.0 * (load - load_unverified) / load_unverified << "% to the load\n"
             << "load_state into a fresh optimizer " << gb / fresh_load << " GB/s   raw read into new memory "
             << gb / read_fresh << " GB/s   ratio " << read_fresh / fresh_load << " (to raw read " << read / fresh_load
             << ")\n"

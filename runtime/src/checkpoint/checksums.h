@@ -13,7 +13,8 @@ namespace acc::detail {
 std::string checksum_manifest_name(int rank);
 
 /// Writes the manifest `manifest` for `paths` (files inside `directory`, listed relative to it):
-/// one line "<crc32c, 8 hex digits> <size> <relative path>" each.
+/// one line "<crc32c of each 16 MiB, 8 hex digits, comma-separated> <size> <relative path>" each
+/// (chunks: verified in parallel, as fast as memory allows).
 void write_checksum_manifest(const std::string& directory, const std::vector<std::string>& paths,
                              const std::string& manifest);
 
