@@ -6,6 +6,7 @@
 #include <llvm/Support/CommandLine.h>
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/raw_ostream.h>
+#include <cstdlib>
 
 namespace cl = llvm::cl;
 
@@ -34,6 +35,21 @@ Exit status: 0 every file was handled; 1 some file could not be parsed or migrat
 byte-identical, named with clang's first error and whether its text has training code; the others
 are still migrated); 2 usage error.
 )";
+
+// --pch-cache-limit, else $ACC_MIGRATE_CACHE_LIMIT, else the default. A usage error when unreadable.
+static std::optional<std::string> readPchCacheLimit(const std::string &flag, Options &out) {
+  const char *env = std::getenv("ACC_MIGRATE_CACHE_LIMIT");
+  std::string text = !flag.empty() ? flag : (env ? env : "");
+  out.pchCacheLimit = kDefaultPchCacheLimit;
+  if (text.empty()) return std::nullopt;
+  if (std::optional<uint64_t> bytes = parsePchCacheSize(text)) {
+    out.pchCacheLimit = *bytes;
+    return std::nullopt;
+  }
+  std::string source = !flag.empty() ? "--pch-cache-limit" : "$ACC_MIGRATE_CACHE_LIMIT";
+  return source + " '" + text + "': not a size; give bytes or a whole number with K, M or G (e.g. 2G, 500M)" +
+         (flag.empty() ? ", or unset it for the default 2G" : "");
+}
 
 std::optional<int> parseOptions(int argc, const char **argv, Options &out) {
   static cl::OptionCategory category("acc-migrate options");
@@ -70,6 +86,11 @@ std::optional<int> parseOptions(int argc, const char **argv, Options &out) {
   static cl::opt<std::string> pchCache("pch-cache", cl::desc("Directory of precompiled torch headers reused across runs "
                                                              "(default $ACC_MIGRATE_CACHE or ~/.cache/acc/migrate-pch)"),
                                         cl::value_desc("dir"), cl::cat(category));
+  static cl::opt<std::string> pchCacheLimit(
+      "pch-cache-limit",
+      cl::desc("Size the PCH cache is kept under: bytes, or with K, M or G (default $ACC_MIGRATE_CACHE_LIMIT or 2G); "
+               "the precompiled headers unused for longest are removed, never those this run uses"),
+      cl::value_desc("size"), cl::cat(category));
   static cl::opt<bool> noPch("no-pch-cache", cl::desc("Parse torch's headers in full for every file"), cl::cat(category));
   static cl::opt<unsigned> jobs("j", cl::desc("Files parsed in parallel (default: one per CPU)"), cl::init(0),
                                 cl::value_desc("n"), cl::cat(category));
@@ -125,6 +146,7 @@ std::optional<int> parseOptions(int argc, const char **argv, Options &out) {
   if (out.inPlace && !out.outputDir.empty())
     return usage("--in-place and --output-dir exclude each other; choose where the migrated files go");
   if (!out.backupSuffix.empty() && !out.inPlace) return usage("--backup-suffix needs --in-place");
+  if (std::optional<std::string> error = readPchCacheLimit(pchCacheLimit, out)) return usage(*error);
   if (fsdpUnits.getNumOccurrences() && out.fsdpUnits.empty())
     return usage("--fsdp-units names no type; give the module types FSDP wraps as units: --fsdp-units=TypeA,TypeB");
   for (const std::string &input : out.inputs)

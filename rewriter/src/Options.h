@@ -1,5 +1,6 @@
 // The command line of acc-migrate.
 #pragma once
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +25,8 @@ struct Options {
   std::string rules;
   std::vector<std::string> fsdpUnits;  // --fsdp-units: module types whose forward gets the FSDP guard
   std::string pchCache;  // directory of cached torch PCHs; "" disables them
+  // Bytes: --pch-cache-limit, else $ACC_MIGRATE_CACHE_LIMIT, else kDefaultPchCacheLimit (PchCache.h).
+  uint64_t pchCacheLimit = uint64_t(2) << 30;
   unsigned jobs = 0;  // 0: one per hardware thread
 };
 

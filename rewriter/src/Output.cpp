@@ -1,4 +1,5 @@
 #include "Output.h"
+#include "NewFile.h"
 
 #include <clang/Format/Format.h>
 #include <clang/Tooling/Core/Replacement.h>
@@ -6,8 +7,14 @@
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/Path.h>
 #include <llvm/Support/raw_ostream.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 
 namespace fs = llvm::sys::fs;
@@ -109,40 +116,74 @@ std::vector<FileChange> mergeEdits(const std::vector<UnitResult> &units, std::ve
   return changes;
 }
 
-static bool writeAtomically(const std::string &target, const std::string &text, std::string &error) {
-  llvm::SmallString<256> temp;
-  int fd;
-  if (std::error_code ec = fs::createUniqueFile(target + ".acc-migrate-%%%%%%", fd, temp)) {
-    error = "cannot create a temporary file next to " + target + ": " + ec.message();
-    return false;
-  }
-  {
-    llvm::raw_fd_ostream out(fd, /*shouldClose=*/true);
-    out << text;
-    out.flush();
-    if (out.has_error()) {
-      error = "cannot write " + std::string(temp) + ": " + out.error().message();
-      out.clear_error();
-      fs::remove(temp);
-      return false;
-    }
-  }
-  if (fs::exists(target)) {
-    llvm::ErrorOr<fs::perms> perms = fs::getPermissions(target);
-    if (perms) fs::setPermissions(temp, *perms);
-  }
-  if (std::error_code ec = fs::rename(temp, target)) {
-    error = "cannot replace " + target + ": " + ec.message();
-    fs::remove(temp);
-    return false;
-  }
-  return true;
+namespace {
+
+// The permission bits (setuid to others') of `file`, which what replaces or copies it keeps.
+std::optional<unsigned> permissionsOf(const std::string &file) {
+  struct stat status;
+  if (::stat(file.c_str(), &status) != 0) return std::nullopt;
+  return status.st_mode & 07777;
 }
+
+// A new file beside `target` (NewFile.h: a random name, O_EXCL|O_NOFOLLOW) with `mode` exactly (the
+// umask would drop bits the original has), or the umask's default when there is none.
+NewFile createBeside(const std::string &target, std::optional<unsigned> mode, std::string &error) {
+  NewFile file = createNewFile(target + ".acc-migrate-", "", 0666, error);
+  if (file.fd >= 0 && mode && ::fchmod(file.fd, *mode) != 0) {
+    error = "cannot set the permissions of " + file.path + ": " + std::strerror(errno);
+    abandonNewFile(file);
+  }
+  return file;
+}
+
+bool writeAtomically(const std::string &target, llvm::StringRef text, std::optional<unsigned> mode,
+                     std::string &error) {
+  NewFile file = createBeside(target, mode, error);
+  if (file.fd < 0) return false;
+  if (!writeAll(file, text, error)) {
+    abandonNewFile(file);
+    return false;
+  }
+  return commitNewFile(file, target, error);
+}
+
+// Copies `source` over `target` as writeAtomically writes: never through a link at `target`, and a
+// file of any size (a data set in the tree) streamed, not read whole.
+bool copyAtomically(const std::string &source, const std::string &target, std::string &error) {
+  int in = ::open(source.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) {
+    error = "cannot read " + source + ": " + std::strerror(errno);
+    return false;
+  }
+  NewFile file = createBeside(target, permissionsOf(source), error);
+  char buffer[1 << 16];
+  bool ok = file.fd >= 0;
+  while (ok) {
+    ssize_t got = ::read(in, buffer, sizeof buffer);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) error = "cannot read " + source + ": " + std::strerror(errno);
+    if (got <= 0) break;
+    ok = writeAll(file, llvm::StringRef(buffer, static_cast<size_t>(got)), error);
+  }
+  ::close(in);
+  if (ok && error.empty()) return commitNewFile(file, target, error);
+  abandonNewFile(file);
+  return false;
+}
+
+}  // namespace
 
 bool writeInPlace(const std::vector<FileChange> &changes, const std::string &backupSuffix, std::string &error) {
   for (const FileChange &change : changes) {
-    if (!backupSuffix.empty() && !writeAtomically(change.path + backupSuffix, change.before, error)) return false;
-    if (!writeAtomically(change.path, change.after, error)) return false;
+    // The backup and the new text get the original's permission bits: a private file stays private.
+    std::optional<unsigned> mode = permissionsOf(change.path);
+    if ((!backupSuffix.empty() && !writeAtomically(change.path + backupSuffix, change.before, mode, error)) ||
+        !writeAtomically(change.path, change.after, mode, error)) {
+      // Migrating migrated code changes nothing, so running again finishes the job.
+      error += "; that file and those after it are unchanged: fix that (a writable directory with free space) "
+               "and run again";
+      return false;
+    }
   }
   return true;
 }
@@ -163,12 +204,11 @@ bool writeOutputDir(const std::vector<FileChange> &changes, const std::vector<st
       return false;
     }
     auto it = changed.find(file);
-    if (it != changed.end()) return writeAtomically(std::string(target), it->second->after, error);
-    if (std::error_code ec = fs::copy_file(file, target)) {
-      error = "cannot copy " + file + " to " + std::string(target) + ": " + ec.message();
-      return false;
-    }
-    return true;
+    bool written = it != changed.end()
+                       ? writeAtomically(std::string(target), it->second->after, permissionsOf(file), error)
+                       : copyAtomically(file, std::string(target), error);
+    if (!written) error += "; fix that (a writable --output-dir with free space) and run again";
+    return written;
   };
   for (const std::string &root : roots) {
     if (!fs::is_directory(root)) {

@@ -19,12 +19,15 @@ struct FileChange {
 // overlap each other are dropped with a finding appended to `findings`.
 std::vector<FileChange> mergeEdits(const std::vector<UnitResult> &units, std::vector<Finding> &findings);
 
-// Replaces each file by a temporary written next to it, renamed over it: a reader (or a kill) never
-// sees a partial file. With `backupSuffix`, the original is kept as path+suffix first.
+// Replaces each file by a temporary written next to it (FILE.acc-migrate-<16 hex>, created with
+// O_EXCL|O_NOFOLLOW: NewFile.h), fsynced and renamed over it: a reader (or a kill) never sees a
+// partial file, and a link planted at any name involved is replaced, never written through. With
+// `backupSuffix`, the original is kept as path+suffix first. Both keep the original's permission bits.
 bool writeInPlace(const std::vector<FileChange> &changes, const std::string &backupSuffix, std::string &error);
 
 // Copies every file under `roots` (directories, or single files) to `outputDir`, relative to `base`,
-// with the changed files' new text.
+// with the changed files' new text, each as writeInPlace writes (a link already at a copy's name is
+// replaced) with its source's permission bits.
 bool writeOutputDir(const std::vector<FileChange> &changes, const std::vector<std::string> &roots,
                     const std::string &base, const std::string &outputDir, std::string &error);
 

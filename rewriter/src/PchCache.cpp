@@ -1,16 +1,34 @@
 #include "PchCache.h"
+#include "NewFile.h"
 
 #include <clang/Basic/Version.h>
 #include <clang/Frontend/CompilerInstance.h>
 #include <clang/Frontend/FrontendActions.h>
+#include <clang/Frontend/MultiplexConsumer.h>
+#include <clang/Lex/Preprocessor.h>
+#include <clang/Lex/PreprocessorOptions.h>
+#include <clang/Serialization/ASTWriter.h>
+#include <clang/Serialization/PCHContainerOperations.h>
 #include <clang/Tooling/ArgumentsAdjusters.h>
 #include <clang/Tooling/Tooling.h>
+#include <llvm/ADT/STLExtras.h>
+#include <llvm/ADT/StringExtras.h>
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/MD5.h>
+#include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/Path.h>
 #include <llvm/Support/Process.h>
+#include <llvm/Support/Regex.h>
 #include <llvm/Support/VirtualFileSystem.h>
 #include <llvm/Support/raw_ostream.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
 #include <cstdlib>
 
 using namespace clang;
@@ -48,12 +66,13 @@ std::vector<std::string> sharedFlags(const CompileCommand &command) {
   return flags;
 }
 
-// Builds the PCH with the given flags; the output path is ours, not the command's.
+// Builds the PCH with the given flags into memory (`bytes`): clang's own output file (a temporary
+// beside the output name, or that name itself when it is not a regular file, a link to a device
+// say) never touches the cache; store() writes the bytes under a name of its own.
 class WritePch : public GeneratePCHAction {
  public:
-  explicit WritePch(std::string output) : output_(std::move(output)) {}
+  WritePch(std::string pch, llvm::SmallVectorImpl<char> &bytes) : pch_(std::move(pch)), bytes_(bytes) {}
   bool BeginInvocation(CompilerInstance &ci) override {
-    ci.getFrontendOpts().OutputFile = output_;
     // Instantiate the templates torch's headers use once, in the PCH, instead of in every file.
     ci.getLangOpts().PCHInstantiateTemplates = true;
     // acc-migrate never looks inside torch's functions: without their bodies the PCH is smaller, and
@@ -62,17 +81,37 @@ class WritePch : public GeneratePCHAction {
     return true;
   }
 
+ protected:
+  // GeneratePCHAction::CreateASTConsumer with a stream into `bytes` for the output file.
+  std::unique_ptr<ASTConsumer> CreateASTConsumer(CompilerInstance &ci, llvm::StringRef inFile) override {
+    std::string sysroot;
+    if (!ComputeASTConsumerArguments(ci, sysroot)) return nullptr;
+    if (!ci.getFrontendOpts().RelocatablePCH) sysroot.clear();
+    const FrontendOptions &options = ci.getFrontendOpts();
+    auto buffer = std::make_shared<PCHBuffer>();
+    std::vector<std::unique_ptr<ASTConsumer>> consumers;
+    consumers.push_back(std::make_unique<PCHGenerator>(
+        ci.getPreprocessor(), ci.getModuleCache(), pch_, sysroot, buffer, options.ModuleFileExtensions,
+        ci.getPreprocessorOpts().AllowPCHWithCompilerErrors, options.IncludeTimestamps,
+        +ci.getLangOpts().CacheGeneratedPCH));
+    consumers.push_back(ci.getPCHContainerWriter().CreatePCHContainerGenerator(
+        ci, inFile.str(), pch_, std::make_unique<llvm::raw_svector_ostream>(bytes_), buffer));
+    return std::make_unique<MultiplexConsumer>(std::move(consumers));
+  }
+
  private:
-  std::string output_;
+  std::string pch_;
+  llvm::SmallVectorImpl<char> &bytes_;
 };
 
 class WritePchFactory : public FrontendActionFactory {
  public:
-  explicit WritePchFactory(std::string output) : output_(std::move(output)) {}
-  std::unique_ptr<FrontendAction> create() override { return std::make_unique<WritePch>(output_); }
+  WritePchFactory(std::string pch, llvm::SmallVectorImpl<char> &bytes) : pch_(std::move(pch)), bytes_(bytes) {}
+  std::unique_ptr<FrontendAction> create() override { return std::make_unique<WritePch>(pch_, bytes_); }
 
  private:
-  std::string output_;
+  std::string pch_;
+  llvm::SmallVectorImpl<char> &bytes_;
 };
 
 // Answers the one command that compiles the prefix header.
@@ -85,6 +124,108 @@ class OneCommand : public CompilationDatabase {
   CompileCommand command_;
 };
 
+// Compiles `header` with `command`'s flags into `bytes`. False when they cannot compile it.
+bool compileHeader(const CompileCommand &command, const std::string &header, const std::string &pch,
+                   const std::vector<std::string> &extraArgs, llvm::SmallVectorImpl<char> &bytes) {
+  CompileCommand forHeader = command;
+  forHeader.Filename = header;
+  if (forHeader.CommandLine.empty()) forHeader.CommandLine.push_back("clang-tool");
+  forHeader.CommandLine.insert(forHeader.CommandLine.begin() + 1, {"-x", "c++-header"});
+  forHeader.CommandLine.push_back(header);
+  OneCommand database(forHeader);
+  // Its own working directory, as in Driver.cpp: other threads are parsing meanwhile.
+  ClangTool tool(database, {header}, std::make_shared<PCHContainerOperations>(), llvm::vfs::createPhysicalFileSystem());
+  tool.appendArgumentsAdjuster(getInsertArgumentAdjuster("-resource-dir=" ACC_CLANG_RESOURCE_DIR,
+                                                         ArgumentInsertPosition::END));
+  tool.appendArgumentsAdjuster(getInsertArgumentAdjuster(
+      CommandLineArguments(extraArgs.begin(), extraArgs.end()), ArgumentInsertPosition::BEGIN));
+  IgnoringDiagConsumer quiet;
+  tool.setDiagnosticConsumer(&quiet);
+  tool.setPrintErrorMessage(false);
+  WritePchFactory factory(pch, bytes);
+  return tool.run(&factory) == 0 && !bytes.empty();
+}
+
+void noteNoCache(const std::string &error) {
+  llvm::errs() << "acc-migrate: note: no PCH cache (" << error
+               << "); each file parses torch's headers in full. Give a writable directory with space "
+                  "for ~90 MB a flag set: --pch-cache DIR or $ACC_MIGRATE_CACHE\n";
+}
+
+bool isRegularFile(const std::string &file) {
+  fs::file_status status;
+  return !fs::status(file, status, /*Follow=*/false) && fs::is_regular_file(status);
+}
+
+// A PCH's mtime is when a run last took it: trimming removes those unused for longest. Not its atime:
+// noatime mounts never update it, relatime once a day at most. A failure (a cache of another user's)
+// only makes the order less exact.
+void markUsed(const std::string &pch) { ::utimensat(AT_FDCWD, pch.c_str(), nullptr, AT_SYMLINK_NOFOLLOW); }
+
+// This machine's name as temporaries carry it: a pid means something only on the machine that has it.
+const std::string &hostTag() {
+  static const std::string tag = [] {
+    char name[256] = {};
+    if (::gethostname(name, sizeof name - 1) != 0 || !name[0]) return std::string("unknown-host");
+    std::string out(name);
+    for (char &c : out)
+      if (!llvm::isAlnum(c) && c != '-') c = '-';
+    return out;
+  }();
+  return tag;
+}
+
+std::string temporaryPrefix(const std::string &name, long pid) {
+  return name + "." + hostTag() + "." + std::to_string(pid) + ".";
+}
+
+struct Writer {
+  std::string host;
+  long pid;
+};
+
+// The writer a temporary's name gives; nullopt for a name the cache does not make.
+std::optional<Writer> writerOf(llvm::StringRef name) {
+  static const llvm::Regex current(
+      "^([0-9a-f]{32}\\.pch|torch-prefix\\.h)\\.([A-Za-z0-9-]+)\\.([0-9]+)\\.[0-9a-f]{16}\\.tmp$");
+  // Before this version: <key>.pch.tmp<pid>, which clang wrote through <key>.pch-<8 hex>.tmp<pid>.tmp.
+  static const llvm::Regex previous("^[0-9a-f]{32}\\.pch(\\.|-[0-9a-f]{8}\\.)tmp([0-9]+)(\\.tmp)?$");
+  llvm::SmallVector<llvm::StringRef, 4> match;
+  long pid;
+  if (current.match(name, &match) && !match[3].getAsInteger(10, pid)) return Writer{match[2].str(), pid};
+  if (previous.match(name, &match) && !match[2].getAsInteger(10, pid)) return Writer{hostTag(), pid};
+  return std::nullopt;
+}
+
+constexpr std::chrono::hours kTemporaryLifetime(24);
+
+bool isDead(const Writer &writer, llvm::sys::TimePoint<> modified) {
+  if (std::chrono::system_clock::now() - modified > kTemporaryLifetime) return true;
+  if (writer.host != hostTag()) return false;
+  if (writer.pid <= 0 || writer.pid > INT_MAX) return true;  // never a process's (kill(0) means the group)
+  return ::kill(static_cast<pid_t>(writer.pid), 0) != 0 && errno == ESRCH;
+}
+
+struct CachedPch {
+  std::string path;
+  uint64_t size;
+  llvm::sys::TimePoint<> used;
+};
+
+std::vector<CachedPch> cachedPchs(const std::string &dir) {
+  static const llvm::Regex pchName("^[0-9a-f]{32}\\.pch$");
+  std::vector<CachedPch> pchs;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; it != end && !ec; it.increment(ec)) {
+    fs::file_status status;
+    if (!pchName.match(path::filename(it->path())) || fs::status(it->path(), status, /*Follow=*/false) ||
+        !fs::is_regular_file(status))
+      continue;
+    pchs.push_back({it->path(), status.getSize(), status.getLastModificationTime()});
+  }
+  return pchs;
+}
+
 }  // namespace
 
 std::string defaultPchCacheDir() {
@@ -93,8 +234,50 @@ std::string defaultPchCacheDir() {
   return home ? std::string(home) + "/.cache/acc/migrate-pch" : "";
 }
 
-PchCache::PchCache(std::string dir, std::vector<std::string> extraArgs)
-    : dir_(std::move(dir)), extraArgs_(std::move(extraArgs)) {}
+std::optional<uint64_t> parsePchCacheSize(llvm::StringRef text) {
+  unsigned shift = 0;
+  switch (text.empty() ? 0 : llvm::toLower(text.back())) {
+    case 'k': shift = 10; break;
+    case 'm': shift = 20; break;
+    case 'g': shift = 30; break;
+  }
+  if (shift) text = text.drop_back();
+  uint64_t value;
+  if (text.empty() || !llvm::all_of(text, llvm::isDigit) || text.getAsInteger(10, value)) return std::nullopt;
+  if (value > (UINT64_MAX >> shift)) return std::nullopt;
+  return value << shift;
+}
+
+std::string pchTemporaryPrefix(const std::string &key, long pid) { return temporaryPrefix(key + ".pch", pid); }
+
+void removeDeadPchTemporaries(const std::string &dir) {
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; it != end && !ec; it.increment(ec)) {
+    std::optional<Writer> writer = writerOf(path::filename(it->path()));
+    fs::file_status status;
+    if (!writer || fs::status(it->path(), status, /*Follow=*/false) || fs::is_directory(status)) continue;
+    if (isDead(*writer, status.getLastModificationTime())) fs::remove(it->path());
+  }
+}
+
+void trimPchCache(const std::string &dir, uint64_t limitBytes, const std::set<std::string> &keep) {
+  std::vector<CachedPch> pchs = cachedPchs(dir);
+  uint64_t total = 0;
+  for (const CachedPch &pch : pchs) total += pch.size;
+  std::sort(pchs.begin(), pchs.end(), [](const CachedPch &a, const CachedPch &b) { return a.used < b.used; });
+  std::set<std::string> kept;
+  for (const std::string &file : keep) kept.insert(path::filename(file).str());
+  for (const CachedPch &pch : pchs) {
+    if (total <= limitBytes) break;
+    if (kept.count(path::filename(pch.path).str())) continue;
+    if (!fs::remove(pch.path)) total -= pch.size;
+  }
+}
+
+PchCache::PchCache(std::string dir, std::vector<std::string> extraArgs, uint64_t limitBytes)
+    : dir_(std::move(dir)), extraArgs_(std::move(extraArgs)), limitBytes_(limitBytes) {
+  removeDeadPchTemporaries(dir_);
+}
 
 std::string PchCache::pchFor(const CompileCommand &command) {
   std::vector<std::string> flags = sharedFlags(command);
@@ -118,7 +301,10 @@ std::string PchCache::pchFor(const CompileCommand &command) {
   auto known = known_.find(key);
   if (known != known_.end()) return known->second;
   std::string pch = dir_ + "/" + key + ".pch";
-  if (!fs::exists(pch)) {
+  // Only a regular file is a cached PCH: anything else at its name (a link) is replaced by a build.
+  if (isRegularFile(pch)) {
+    markUsed(pch);
+  } else {
     CompileCommand forPch = command;
     forPch.CommandLine = flags;
     pch = build(forPch, key);
@@ -129,43 +315,54 @@ std::string PchCache::pchFor(const CompileCommand &command) {
 
 std::string PchCache::build(const CompileCommand &command, const std::string &key) {
   if (std::error_code ec = fs::create_directories(dir_)) {
-    llvm::errs() << "acc-migrate: note: no PCH cache (" << dir_ << ": " << ec.message()
-                 << "); each file parses torch's headers in full\n";
+    noteNoCache(dir_ + ": " + ec.message());
     return "";
   }
-  // The prefix header stays in the cache: clang checks a PCH's inputs when it loads it.
   std::string header = dir_ + "/torch-prefix.h";
-  if (!fs::exists(header)) {
-    std::error_code ec;
-    llvm::raw_fd_ostream out(header, ec);
-    if (ec) return "";
-    out << kPrefix;
-  }
+  if (!writePrefixHeader(header)) return "";
   llvm::errs() << "acc-migrate: precompiling torch's headers for these flags (once; cached in " << dir_ << ")\n";
-  CompileCommand forHeader = command;
-  forHeader.Filename = header;
-  if (forHeader.CommandLine.empty()) forHeader.CommandLine.push_back("clang-tool");
-  forHeader.CommandLine.insert(forHeader.CommandLine.begin() + 1, {"-x", "c++-header"});
-  forHeader.CommandLine.push_back(header);
-  OneCommand database(forHeader);
-  // Its own working directory, as in Driver.cpp: other threads are parsing meanwhile.
-  ClangTool tool(database, {header}, std::make_shared<PCHContainerOperations>(), llvm::vfs::createPhysicalFileSystem());
-  tool.appendArgumentsAdjuster(getInsertArgumentAdjuster("-resource-dir=" ACC_CLANG_RESOURCE_DIR,
-                                                         ArgumentInsertPosition::END));
-  tool.appendArgumentsAdjuster(getInsertArgumentAdjuster(
-      CommandLineArguments(extraArgs_.begin(), extraArgs_.end()), ArgumentInsertPosition::BEGIN));
-  IgnoringDiagConsumer quiet;
-  tool.setDiagnosticConsumer(&quiet);
-  tool.setPrintErrorMessage(false);
-  // Written under a name of its own, then renamed: runs in parallel never see a partial PCH.
-  std::string temp = dir_ + "/" + key + ".pch.tmp" + std::to_string(llvm::sys::Process::getProcessId());
-  WritePchFactory factory(temp);
+  llvm::SmallVector<char, 0> bytes;
   std::string pch = dir_ + "/" + key + ".pch";
-  if (tool.run(&factory) != 0 || !fs::exists(temp) || fs::rename(temp, pch)) {
-    fs::remove(temp);
+  if (!compileHeader(command, header, pch, extraArgs_, bytes))
     return "";  // these flags do not compile torch/torch.h (no torch, or a project without it)
-  }
+  pch = store(key, llvm::StringRef(bytes.data(), bytes.size()));
+  if (pch.empty()) return "";
+  std::set<std::string> keep = inUse();
+  keep.insert(pch);
+  trimPchCache(dir_, limitBytes_, keep);
   return pch;
+}
+
+// The prefix header stays in the cache: clang checks a PCH's inputs when it loads it. Only a regular
+// file with the prefix's text is taken for it; anything else at its name (a link) is replaced.
+bool PchCache::writePrefixHeader(const std::string &header) {
+  if (isRegularFile(header)) {
+    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> text = llvm::MemoryBuffer::getFile(header);
+    if (text && (*text)->getBuffer() == kPrefix) return true;
+  }
+  std::string error;
+  NewFile file = createNewFile(dir_ + "/" + temporaryPrefix("torch-prefix.h", ::getpid()), ".tmp", 0666, error);
+  if (file.fd >= 0 && !writeAll(file, kPrefix, error)) abandonNewFile(file);
+  if (file.fd >= 0 && commitNewFile(file, header, error)) return true;
+  noteNoCache(error);
+  return false;
+}
+
+// Runs in parallel never see a partial PCH: it is written under a name of this process's, then renamed.
+std::string PchCache::store(const std::string &key, llvm::StringRef bytes) {
+  std::string pch = dir_ + "/" + key + ".pch", error;
+  NewFile file = createNewFile(dir_ + "/" + pchTemporaryPrefix(key, ::getpid()), ".tmp", 0666, error);
+  if (file.fd >= 0 && !writeAll(file, bytes, error)) abandonNewFile(file);
+  if (file.fd >= 0 && commitNewFile(file, pch, error)) return pch;
+  noteNoCache(error);
+  return "";
+}
+
+std::set<std::string> PchCache::inUse() const {
+  std::set<std::string> pchs;
+  for (const auto &entry : known_)
+    if (!entry.second.empty()) pchs.insert(entry.second);
+  return pchs;
 }
 
 void PchCache::discard(const std::string &pch) {

@@ -226,7 +226,8 @@ int main(int argc, const char **argv) {
   config.scope = &scope;
   config.extraArgs = options.extraArgs;
   std::unique_ptr<PchCache> pch;
-  if (!options.pchCache.empty()) pch = std::make_unique<PchCache>(options.pchCache, options.extraArgs);
+  if (!options.pchCache.empty())
+    pch = std::make_unique<PchCache>(options.pchCache, options.extraArgs, options.pchCacheLimit);
   config.pch = pch.get();
   config.jobs = options.jobs ? options.jobs : std::max(1u, std::thread::hardware_concurrency());
   config.progress = llvm::sys::Process::StandardErrIsDisplayed() && sources.size() > 3;
