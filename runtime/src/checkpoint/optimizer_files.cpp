@@ -79,6 +79,17 @@ void save_optimizer_state(torch::optim::Optimizer& optimizer, const std::string&
                          {{"format", "pt"}, {"acc", "optimizer state: state.{parameter}.{field}[.{k}]"}});
 }
 
+void load_optimizer_archive(torch::optim::Optimizer& optimizer, const std::string& archive_path, c10::Device device) {
+  auto archive = read_archive(archive_path, device);
+  try {
+    optimizer.load(archive);
+  } catch (const c10::Error& error) {
+    throw CheckpointError("acc: cannot load '" + archive_path + "' into this optimizer (" + error.what_without_backtrace() +
+                          "): it was saved from another optimizer type or other parameters; resume with the "
+                          "optimizer and model that saved it");
+  }
+}
+
 void load_optimizer_state(torch::optim::Optimizer& optimizer, const std::string& tensors_path,
                           const std::string& archive_path, c10::Device device) {
   safetensors::MappedFile file(tensors_path);
@@ -91,14 +102,7 @@ void load_optimizer_state(torch::optim::Optimizer& optimizer, const std::string&
       if (slot->defined()) reusable.emplace(field_name(index, field), *slot);
     }
   });
-  auto archive = read_archive(archive_path, device);
-  try {
-    optimizer.load(archive);
-  } catch (const c10::Error& error) {
-    throw CheckpointError("acc: cannot load '" + archive_path + "' into this optimizer (" + error.what_without_backtrace() +
-                          "): it was saved from another optimizer type or other parameters; resume with the "
-                          "optimizer and model that saved it");
-  }
+  load_optimizer_archive(optimizer, archive_path, device);
   std::set<std::string> unused;
   for (const auto& name : file.names()) unused.insert(name);
   auto take = [&](const std::string& name, const at::Tensor& parameter) {

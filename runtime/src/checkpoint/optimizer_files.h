@@ -21,4 +21,9 @@ void save_optimizer_state(torch::optim::Optimizer& optimizer, const std::string&
 void load_optimizer_state(torch::optim::Optimizer& optimizer, const std::string& tensors_path,
                           const std::string& archive_path, c10::Device device);
 
+/// The archive half alone: libtorch's Optimizer::load of `archive_path` (its bytes verified against
+/// the checkpoint's checksums), with a CheckpointError naming the file when it is damaged or was
+/// saved from another optimizer. FSDP reads it into the whole-parameter view of its optimizer.
+void load_optimizer_archive(torch::optim::Optimizer& optimizer, const std::string& archive_path, c10::Device device);
+
 }  // namespace acc::detail

@@ -3,7 +3,6 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 #include <c10/core/GradMode.h>
-#include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
 #include <filesystem>
@@ -15,7 +14,6 @@
 #include <acc/checkpoint_model.h>
 #include <acc/errors.h>
 
-#include "checkpoint/archive_file.h"
 #include "checkpoint/optimizer_files.h"
 #include "checkpoint/shard_files.h"
 #include "comm/process_group.h"
@@ -213,15 +211,7 @@ void check_state_names(const OptimizerStateView& view, const ShardedTensors& sou
 // states keyed by whole parameters.
 StateMap load_whole_states(const OptimizerStateView& view, const std::string& archive_path, c10::Device device) {
   WholeParameterView whole(view.optimizer, view.layout, StateMap());
-  auto archive = read_archive(archive_path, device);
-  try {
-    view.optimizer.load(archive);
-  } catch (const c10::Error& error) {
-    throw CheckpointError("acc: cannot load '" + archive_path + "' into this optimizer (" +
-                          error.what_without_backtrace() +
-                          "): it was saved from another optimizer type or other parameters; resume with the "
-                          "optimizer and model that saved it");
-  }
+  load_optimizer_archive(view.optimizer, archive_path, device);
   return whole.take_state();
 }
 
