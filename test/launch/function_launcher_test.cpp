@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <acc/acc.h>
+#include <acc/warnings.h>
 
 #include <arpa/inet.h>
 #include <ftw.h>
@@ -17,6 +18,7 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -183,6 +185,28 @@ TEST_P(Ranks, EachRankAllReducesAndReports) {
 
 INSTANTIATE_TEST_SUITE_P(OneMachine, Ranks, ::testing::Values(1, 2, 4),
                          [](const auto& info) { return std::to_string(info.param) + "Ranks"; });
+
+// Training on several processes without a prepared model trains each copy on its own (weights
+// drift apart, exit 0): named at the first backward, once, by the main process only.
+TEST_F(FunctionLauncher, BackwardWithoutAPreparedModelIsNamedOnceOnTheMainProcess) {
+  const fs::path dir = dir_;
+  acc::launch(
+      [dir] {
+        std::string seen;
+        acc::set_warning_handler([&seen](const std::string& message) { seen += message + "\n"; });
+        acc::Accelerator accelerator(cpu_options());
+        auto model = torch::nn::Linear(2, 1);
+        for (int i = 0; i < 3; ++i) accelerator.backward(model->forward(torch::ones({1, 2})).sum());
+        write_file(dir / ("rank_" + std::to_string(accelerator.process_index())), seen);
+      },
+      2);
+  const std::string main = read_file(file("rank_0"));
+  EXPECT_NE(main.find("acc: warning: backward() runs on 2 processes but no model was prepared"), std::string::npos)
+      << main;
+  EXPECT_NE(main.find("accelerator.prepare(model, optimizer)"), std::string::npos) << main;
+  EXPECT_EQ(std::count(main.begin(), main.end(), '\n'), 1) << main;
+  EXPECT_EQ(read_file(file("rank_1")), "");
+}
 
 TEST_F(FunctionLauncher, RanksGetAccLaunchsEnvironment) {
   const fs::path dir = dir_;

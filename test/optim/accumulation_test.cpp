@@ -4,6 +4,12 @@
 #include <torch/torch.h>
 
 #include <acc/acc.h>
+#include <acc/warnings.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "env_fixture.h"
 
@@ -113,3 +119,41 @@ TEST(Accumulation, BackwardDividesTheLossBySteps) {
   EXPECT_EQ(w.grad().item<float>(), 2.0f);
 }
 }  // namespace
+
+namespace {
+// The warnings backward() sends while `train` runs.
+std::vector<std::string> warnings_while(const std::function<void()>& train) {
+  std::vector<std::string> seen;
+  auto previous = acc::set_warning_handler([&](const std::string& message) { seen.push_back(message); });
+  train();
+  acc::set_warning_handler(previous);
+  return seen;
+}
+}  // namespace
+
+// Accumulation steps without accumulate() divide the loss and still step every batch (Accelerate
+// does the same, silently): named once, with the fix. A program that uses accumulate() hears
+// nothing (checked first: each distinct warning is reported once per process).
+TEST(Accumulation, StepsWithoutAccumulateAreNamedOnce) {
+  auto batches = [](acc::Accelerator& accelerator, bool inside_accumulate) {
+    auto model = torch::nn::Linear(2, 1);
+    acc::Optimizer<torch::optim::SGD> optimizer(model->parameters(), 0.1);
+    accelerator.prepare(model, optimizer);
+    for (int i = 0; i < 4; ++i) {
+      std::optional<acc::AccumulateGuard> guard;
+      if (inside_accumulate) guard.emplace(accelerator.accumulate(model));
+      accelerator.backward(model->forward(torch::ones({3, 2})).sum());
+      optimizer.step();
+      optimizer.zero_grad();
+    }
+  };
+  acc::Accelerator good(accumulating(3));
+  EXPECT_TRUE(warnings_while([&] { batches(good, true); }).empty());
+  acc::Accelerator forgetful(accumulating(3));
+  const auto seen = warnings_while([&] { batches(forgetful, false); });
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_NE(seen[0].find("gradient_accumulation_steps is 3 but backward() ran outside accelerator.accumulate()"),
+            std::string::npos)
+      << seen[0];
+  EXPECT_NE(seen[0].find("auto guard = accelerator.accumulate(model);"), std::string::npos) << seen[0];
+}

@@ -375,6 +375,7 @@ class Accelerator {
                           const std::string& max_shard_size, bool safe_serialization);
   void prepare_optimizer(torch::optim::Optimizer& optimizer, PreparedOptimizerBase* prepared);
   void prepare_scheduler(const void* identity, PreparedSchedulerBase* prepared);
+  void warn_about_unprepared_training() const;
   detail::GradientSync* reducer_for(const torch::nn::Module& model) const;
 
   AcceleratorOptions options_;

@@ -120,6 +120,7 @@ AutocastGuard Accelerator::autocast(bool enabled) const {
 
 bool Accelerator::begin_accumulation_step() {
   auto& gs = *gradient_state_;
+  gs.accumulate_entered = true;
   if (gs.sync_with_dataloader && gs.end_of_dataloader()) {
     gs.step = 0;
     gs.sync_gradients = true;
@@ -285,8 +286,26 @@ detail::GradientSync* Accelerator::reducer_for(const torch::nn::Module& model) c
   return nullptr;
 }
 
+// Mistakes that train without an error but not as meant, named at the first backward (acc::warn
+// reports each once, on the local main process).
+void Accelerator::warn_about_unprepared_training() const {
+  if (use_distributed() && models_.empty()) {
+    detail::warn("acc: warning: backward() runs on " + std::to_string(num_processes()) +
+                 " processes but no model was prepared, so gradients are not synchronised and each process "
+                 "trains its own copy; pass the model to accelerator.prepare(model, optimizer) before training");
+  }
+  if (gradient_state_->num_steps > 1 && !gradient_state_->accumulate_entered) {
+    const std::string n = std::to_string(gradient_state_->num_steps);
+    detail::warn("acc: warning: gradient_accumulation_steps is " + n +
+                 " but backward() ran outside accelerator.accumulate(): the loss is divided by " + n +
+                 " and the optimizer still steps every batch; wrap each batch's forward, backward and step in "
+                 "`auto guard = accelerator.accumulate(model);`");
+  }
+}
+
 void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradient,
                            std::optional<bool> retain_graph, bool create_graph) {
+  warn_about_unprepared_training();
   auto scaled = loss;
   if (gradient_state_->num_steps > 1) scaled = scaled / gradient_state_->num_steps;
   if (gradient_state_->scaler) scaled = gradient_state_->scaler->scale(scaled);

@@ -23,6 +23,7 @@ struct GradientState {
   // --- gradient accumulation and mixed precision (Accelerate's GradientState plugin_kwargs) ---
   int64_t num_steps = 1;            // gradient_accumulation_steps
   int64_t step = 0;                 // accumulate() calls since the last sync
+  bool accumulate_entered = false;  // accumulate() ran at least once (else num_steps > 1 does nothing)
   bool sync_with_dataloader = true;
   bool sync_each_batch = false;
   /// Loss scaling for fp16 on CUDA; null otherwise.
