@@ -71,7 +71,7 @@ struct Rank {
   Stream streams[2];  // stdout, stderr
 };
 
-enum class Outcome { kSuccess, kRankFailed, kMachineLost, kInterrupted, kExecFailed };
+enum class Outcome { kSuccess, kRankFailed, kMachineLost, kLeaderMovedOn, kInterrupted, kExecFailed };
 
 class Supervisor {
  public:
@@ -89,8 +89,12 @@ class Supervisor {
   int run_attempts() {
     int attempt = 0;
     for (int restarts = 0;; ++restarts) {
-      if (!agree_on_attempt(attempt)) return interrupt_signal_ ? ExitCode::kSignalBase + interrupt_signal_ : 1;
-      switch (run_attempt(attempt)) {
+      Outcome outcome;
+      do {
+        if (!agree_on_attempt(attempt)) return interrupt_signal_ ? ExitCode::kSignalBase + interrupt_signal_ : 1;
+        outcome = run_attempt(attempt);
+      } while (outcome == Outcome::kLeaderMovedOn);  // not a restart of this machine: it joins machine 0's
+      switch (outcome) {
         case Outcome::kSuccess:
           return ExitCode::kOk;
         case Outcome::kInterrupted:
@@ -99,6 +103,7 @@ class Supervisor {
           return exec_exit_code_;
         case Outcome::kRankFailed:
         case Outcome::kMachineLost:
+        case Outcome::kLeaderMovedOn:
           break;
       }
       if (restarts >= options_.max_restarts) return failure_exit_code_;
@@ -157,6 +162,8 @@ class Supervisor {
     ranks_.resize(plan_.local_world_size);
     failed_rank_ = nullptr;
     machine_lost_ = false;
+    leader_moved_on_ = false;
+    attempt_ = attempt;
     kill_deadline_.reset();
     for (int local = 0; local < plan_.local_world_size; ++local) {
       ranks_[local].local_rank = local;
@@ -176,6 +183,7 @@ class Supervisor {
     wait_for_ranks();
     finish_attempt();
     if (interrupt_signal_) return Outcome::kInterrupted;
+    if (leader_moved_on_ && !failed_rank_) return Outcome::kLeaderMovedOn;
     if (machine_lost_ && !failed_rank_) return Outcome::kMachineLost;
     if (failed_rank_) {
       report_failure(*failed_rank_);
@@ -244,6 +252,8 @@ class Supervisor {
     while (std::any_of(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.running; })) {
       poll_once(options_.monitor_interval_s);
       if (link_ && link_->lost() && !machine_lost_ && !failed_rank_ && !interrupt_signal_) on_machine_lost();
+      if (leader_ahead() && !machine_lost_ && !leader_moved_on_ && !failed_rank_ && !interrupt_signal_)
+        on_leader_moved_on();
       if (kill_deadline_ && Clock::now() >= *kill_deadline_) {
         signal_all(SIGKILL);
         kill_deadline_.reset();
@@ -320,7 +330,7 @@ class Supervisor {
         rank.wait_status = status;
         rank.ended = Clock::now();
         if (common::wait_status_failed(status) && !failed_rank_ && !interrupt_signal_ && !exec_failed_ &&
-            !machine_lost_)
+            !machine_lost_ && !leader_moved_on_)
           on_rank_failed(rank);
       }
     }
@@ -344,6 +354,25 @@ class Supervisor {
     machine_lost_ = true;
     failure_exit_code_ = 1;
     say(*link_->lost() + "; stopping this machine's ranks");
+    signal_all(SIGTERM);
+    kill_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(options_.grace_period_s));
+  }
+
+  // A machine that joined while machine 0 was still stopping the ranks of an attempt took that attempt's
+  // number; its ranks would wait, until the collective timeout, for peers that rendezvous in the next
+  // attempt. When machine 0's heartbeat names a later attempt, this machine's ranks are stopped and
+  // started again in it.
+  bool leader_ahead() const {
+    if (!link_ || plan_.machine_rank == 0) return false;
+    const auto leader = link_->leader_attempt();
+    return leader && *leader > attempt_;
+  }
+
+  void on_leader_moved_on() {
+    leader_moved_on_ = true;
+    note("machine 0 is in attempt " + std::to_string(*link_->leader_attempt()) + ", this machine's ranks in " +
+         std::to_string(attempt_) + ": starting them again in machine 0's attempt");
     signal_all(SIGTERM);
     kill_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                         std::chrono::duration<double>(options_.grace_period_s));
@@ -434,6 +463,8 @@ class Supervisor {
   std::optional<Clock::time_point> kill_deadline_;
   MachineLink* link_;  // several machines only
   bool machine_lost_ = false;
+  bool leader_moved_on_ = false;  // machine 0 runs a later attempt than this machine's ranks
+  int attempt_ = 0;               // the attempt the ranks run
   int last_attempt_ = -1;  // machines other than 0: the attempt last run
   int connections_at_start_ = 0;
 };
