@@ -25,9 +25,10 @@ std::string name_of(const std::string& target) {
   return slash == std::string::npos ? target : target.substr(slash + 1);
 }
 
-std::string beside(const std::string& target, const std::string& middle, const std::string& suffix) {
+// "<directory>/.<name><middle>": what a random part and a suffix complete to a hidden name beside `target`.
+std::string hidden_prefix(const std::string& target, const std::string& middle) {
   const std::string directory = directory_of(target);
-  return (directory == "/" ? "" : directory) + "/." + name_of(target) + middle + random_hex(8) + suffix;
+  return (directory == "/" ? "" : directory) + "/." + name_of(target) + middle;
 }
 
 std::string failure(const std::string& action, const std::string& path) {
@@ -62,13 +63,34 @@ std::string random_hex(size_t bytes) {
   return out;
 }
 
-NewFile create_file_beside(const std::string& target, mode_t mode) {
+NewFile create_file_with_prefix(const std::string& prefix, const std::string& suffix, mode_t mode) {
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
-    NewFile file{-1, beside(target, ".", ".tmp")};
+    NewFile file{-1, prefix + random_hex(8) + suffix};
     file.fd = ::open(file.path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
     if (file.fd >= 0 || errno != EEXIST) return file;
   }
   return {};
+}
+
+NewFile create_file_beside(const std::string& target, mode_t mode) {
+  return create_file_with_prefix(hidden_prefix(target, "."), ".tmp", mode);
+}
+
+std::string write_new_file(const NewFile& file, const char* data, size_t size) {
+  for (size_t done = 0; done < size;) {
+    const ssize_t wrote = ::write(file.fd, data + done, size - done);
+    if (wrote < 0 && errno == EINTR) continue;
+    if (wrote < 0) return failure("write", file.path);
+    done += static_cast<size_t>(wrote);
+  }
+  return {};
+}
+
+void abandon_new_file(NewFile& file) {
+  if (file.fd >= 0) ::close(file.fd);
+  file.fd = -1;
+  if (!file.path.empty()) ::unlink(file.path.c_str());
+  file.path.clear();
 }
 
 std::string commit_new_file(NewFile& file, const std::string& target) {
@@ -88,23 +110,16 @@ std::string commit_new_file(NewFile& file, const std::string& target) {
 std::string replace_file(const std::string& target, const std::string& contents, mode_t mode) {
   NewFile file = create_file_beside(target, mode);
   if (file.fd < 0) return failure("create a file beside", target);
-  for (size_t done = 0; done < contents.size();) {
-    const ssize_t wrote = ::write(file.fd, contents.data() + done, contents.size() - done);
-    if (wrote < 0 && errno == EINTR) continue;
-    if (wrote < 0) {
-      std::string error = failure("write", file.path);
-      ::close(file.fd);
-      ::unlink(file.path.c_str());
-      return error;
-    }
-    done += static_cast<size_t>(wrote);
+  if (std::string error = write_new_file(file, contents.data(), contents.size()); !error.empty()) {
+    abandon_new_file(file);
+    return error;
   }
   return commit_new_file(file, target);
 }
 
 std::string create_directory_beside(const std::string& target, const std::string& infix, mode_t mode) {
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
-    std::string path = beside(target, infix, "");
+    std::string path = hidden_prefix(target, infix) + random_hex(8);
     if (::mkdir(path.c_str(), mode) == 0) return path;
     if (errno != EEXIST) return {};
   }

@@ -73,6 +73,26 @@ TEST_F(NewFileTest, CreatedNamesAreRandomHiddenAndExclusive) {
   ::close(b.fd);
 }
 
+TEST_F(NewFileTest, PrefixedNamesRefuseALinkPlantedAtEveryName) {
+  // A writer with its own naming scheme: the name is prefix + 16 hex + suffix, and O_EXCL|O_NOFOLLOW
+  // holds for it as for the hidden names.
+  const std::string victim = dir_ + "/victim";
+  std::ofstream(victim) << "precious";
+  auto file = acc::common::create_file_with_prefix(dir_ + "/key.pch.host.42.", ".tmp", 0644);
+  ASSERT_GE(file.fd, 0);
+  EXPECT_EQ(file.path.size(), (dir_ + "/key.pch.host.42.").size() + 16 + 4) << file.path;
+  EXPECT_EQ(acc::common::write_new_file(file, "bytes", 5), "");
+  EXPECT_EQ(acc::common::commit_new_file(file, dir_ + "/key.pch"), "");
+  EXPECT_EQ(read(dir_ + "/key.pch"), "bytes");
+
+  auto abandoned = acc::common::create_file_with_prefix(dir_ + "/other.", "");
+  ASSERT_GE(abandoned.fd, 0);
+  const std::string path = abandoned.path;
+  acc::common::abandon_new_file(abandoned);
+  EXPECT_NE(::access(path.c_str(), F_OK), 0) << "an abandoned file was left behind";
+  EXPECT_EQ(read(victim), "precious");
+}
+
 TEST_F(NewFileTest, ReplaceFileNamesTheDirectoryItCannotWriteTo) {
   const std::string error = acc::common::replace_file(dir_ + "/missing/config.yaml", "x");
   EXPECT_NE(error.find(dir_ + "/missing/config.yaml"), std::string::npos) << error;

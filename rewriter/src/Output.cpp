@@ -1,5 +1,5 @@
 #include "Output.h"
-#include "NewFile.h"
+#include "acc_common/new_file.h"
 
 #include <clang/Format/Format.h>
 #include <clang/Tooling/Core/Replacement.h>
@@ -125,26 +125,40 @@ std::optional<unsigned> permissionsOf(const std::string &file) {
   return status.st_mode & 07777;
 }
 
-// A new file beside `target` (NewFile.h: a random name, O_EXCL|O_NOFOLLOW) with `mode` exactly (the
-// umask would drop bits the original has), or the umask's default when there is none.
+using acc::common::NewFile;
+
+// A new file beside `target` (acc_common/new_file.h: a random name, O_EXCL|O_NOFOLLOW) with `mode`
+// exactly (the umask would drop bits the original has), or the umask's default when there is none.
 NewFile createBeside(const std::string &target, std::optional<unsigned> mode, std::string &error) {
-  NewFile file = createNewFile(target + ".acc-migrate-", "", 0666, error);
-  if (file.fd >= 0 && mode && ::fchmod(file.fd, *mode) != 0) {
+  NewFile file = acc::common::create_file_with_prefix(target + ".acc-migrate-", "");
+  if (file.fd < 0) {
+    error = "cannot create a file beside " + target + ": " + std::strerror(errno);
+  } else if (mode && ::fchmod(file.fd, *mode) != 0) {
     error = "cannot set the permissions of " + file.path + ": " + std::strerror(errno);
-    abandonNewFile(file);
+    acc::common::abandon_new_file(file);
   }
   return file;
+}
+
+bool writeBytes(const NewFile &file, llvm::StringRef bytes, std::string &error) {
+  error = acc::common::write_new_file(file, bytes.data(), bytes.size());
+  return error.empty();
+}
+
+bool commit(NewFile &file, const std::string &target, std::string &error) {
+  error = acc::common::commit_new_file(file, target);
+  return error.empty();
 }
 
 bool writeAtomically(const std::string &target, llvm::StringRef text, std::optional<unsigned> mode,
                      std::string &error) {
   NewFile file = createBeside(target, mode, error);
   if (file.fd < 0) return false;
-  if (!writeAll(file, text, error)) {
-    abandonNewFile(file);
+  if (!writeBytes(file, text, error)) {
+    acc::common::abandon_new_file(file);
     return false;
   }
-  return commitNewFile(file, target, error);
+  return commit(file, target, error);
 }
 
 // Copies `source` over `target` as writeAtomically writes: never through a link at `target`, and a
@@ -163,11 +177,11 @@ bool copyAtomically(const std::string &source, const std::string &target, std::s
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) error = "cannot read " + source + ": " + std::strerror(errno);
     if (got <= 0) break;
-    ok = writeAll(file, llvm::StringRef(buffer, static_cast<size_t>(got)), error);
+    ok = writeBytes(file, llvm::StringRef(buffer, static_cast<size_t>(got)), error);
   }
   ::close(in);
-  if (ok && error.empty()) return commitNewFile(file, target, error);
-  abandonNewFile(file);
+  if (ok && error.empty()) return commit(file, target, error);
+  acc::common::abandon_new_file(file);
   return false;
 }
 

@@ -20,7 +20,7 @@ struct FileChange {
 std::vector<FileChange> mergeEdits(const std::vector<UnitResult> &units, std::vector<Finding> &findings);
 
 // Replaces each file by a temporary written next to it (FILE.acc-migrate-<16 hex>, created with
-// O_EXCL|O_NOFOLLOW: NewFile.h), fsynced and renamed over it: a reader (or a kill) never sees a
+// O_EXCL|O_NOFOLLOW: acc_common/new_file.h), fsynced and renamed over it: a reader (or a kill) never sees a
 // partial file, and a link planted at any name involved is replaced, never written through. With
 // `backupSuffix`, the original is kept as path+suffix first. Both keep the original's permission bits.
 bool writeInPlace(const std::vector<FileChange> &changes, const std::string &backupSuffix, std::string &error);

@@ -1,5 +1,5 @@
 #include "PchCache.h"
-#include "NewFile.h"
+#include "acc_common/new_file.h"
 
 #include <clang/Basic/Version.h>
 #include <clang/Frontend/CompilerInstance.h>
@@ -226,6 +226,20 @@ std::vector<CachedPch> cachedPchs(const std::string &dir) {
   return pchs;
 }
 
+// `bytes` in a new file named `prefix` + 16 hex + ".tmp" (O_EXCL|O_NOFOLLOW), renamed over `target`:
+// readers never see a partial file, and a link planted at either name is never followed. Empty on
+// success, else the reason.
+std::string writeNewFile(const std::string &prefix, const std::string &target, llvm::StringRef bytes) {
+  acc::common::NewFile file = acc::common::create_file_with_prefix(prefix, ".tmp");
+  if (file.fd < 0) return "cannot create a file in " + path::parent_path(prefix).str() + ": " + std::strerror(errno);
+  std::string error = acc::common::write_new_file(file, bytes.data(), bytes.size());
+  if (!error.empty()) {
+    acc::common::abandon_new_file(file);
+    return error;
+  }
+  return acc::common::commit_new_file(file, target);
+}
+
 }  // namespace
 
 std::string defaultPchCacheDir() {
@@ -340,20 +354,17 @@ bool PchCache::writePrefixHeader(const std::string &header) {
     llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> text = llvm::MemoryBuffer::getFile(header);
     if (text && (*text)->getBuffer() == kPrefix) return true;
   }
-  std::string error;
-  NewFile file = createNewFile(dir_ + "/" + temporaryPrefix("torch-prefix.h", ::getpid()), ".tmp", 0666, error);
-  if (file.fd >= 0 && !writeAll(file, kPrefix, error)) abandonNewFile(file);
-  if (file.fd >= 0 && commitNewFile(file, header, error)) return true;
+  std::string error = writeNewFile(dir_ + "/" + temporaryPrefix("torch-prefix.h", ::getpid()), header, kPrefix);
+  if (error.empty()) return true;
   noteNoCache(error);
   return false;
 }
 
 // Runs in parallel never see a partial PCH: it is written under a name of this process's, then renamed.
 std::string PchCache::store(const std::string &key, llvm::StringRef bytes) {
-  std::string pch = dir_ + "/" + key + ".pch", error;
-  NewFile file = createNewFile(dir_ + "/" + pchTemporaryPrefix(key, ::getpid()), ".tmp", 0666, error);
-  if (file.fd >= 0 && !writeAll(file, bytes, error)) abandonNewFile(file);
-  if (file.fd >= 0 && commitNewFile(file, pch, error)) return pch;
+  std::string pch = dir_ + "/" + key + ".pch";
+  std::string error = writeNewFile(dir_ + "/" + pchTemporaryPrefix(key, ::getpid()), pch, bytes);
+  if (error.empty()) return pch;
   noteNoCache(error);
   return "";
 }

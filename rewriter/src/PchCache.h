@@ -5,7 +5,7 @@
 // The cache's files: <key>.pch (key: an MD5 of the flags, PchCache.cpp), torch-prefix.h (the header
 // they precompile) and, while a PCH is written, <key>.pch.<host>.<pid>.<16 hex>.tmp. A PCH is
 // compiled into memory and only then written under that name (created with O_EXCL|O_NOFOLLOW,
-// NewFile.h), fsynced and renamed: a kill during the build (tens of seconds) leaves nothing, and
+// acc_common/new_file.h), fsynced and renamed: a kill during the build (tens of seconds) leaves nothing, and
 // one during the write leaves a temporary that the next open of the cache removes, since its
 // writer's pid is dead (see removeDeadPchTemporaries). The cache is kept under a size limit by
 // removing the PCHs unused for longest.

@@ -21,9 +21,21 @@ struct NewFile {
   std::string path;
 };
 
-// A new file beside `target`: "<directory>/.<name>.<16 hex>.tmp", O_WRONLY|O_CREAT|O_EXCL|O_NOFOLLOW|
-// O_CLOEXEC, `mode` before the umask. fd -1 and errno set when it cannot be created.
+// A new file named `prefix` + 16 random hex digits + `suffix`, O_WRONLY|O_CREAT|O_EXCL|O_NOFOLLOW|
+// O_CLOEXEC, `mode` before the umask. fd -1 and errno set when it cannot be created. For writers whose
+// temporaries follow a naming scheme of their own (acc-migrate's PCH cache names the writing host and
+// process, so that a later run can tell a dead writer's leftovers).
+NewFile create_file_with_prefix(const std::string& prefix, const std::string& suffix, mode_t mode = 0666);
+
+// A new file beside `target`: "<directory>/.<name>.<16 hex>.tmp", as create_file_with_prefix.
 NewFile create_file_beside(const std::string& target, mode_t mode = 0666);
+
+// Writes all of `size` bytes at `data` to the new file. Empty on success, else a message naming the
+// file and the system's reason.
+std::string write_new_file(const NewFile& file, const char* data, size_t size);
+
+// Closes and removes a new file that will not be committed (a write failed).
+void abandon_new_file(NewFile& file);
 
 // The whole write of a small file: a new file beside `target`, `contents`, fsync, rename over
 // `target`, fsync of the directory. Empty on success, else a message naming the path and the
