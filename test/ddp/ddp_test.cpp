@@ -105,7 +105,7 @@ TEST(MultiProcess, DeadPeerBecomesAnErrorNotAHang) {
   EXPECT_EQ(result.ranks[0].exit_code, 0) << result.describe();
   EXPECT_NE(result.ranks[0].output.find("on rank 0 of 2"), std::string::npos) << result.describe();
   // The error names the rank to blame, not only the one that noticed.
-  EXPECT_NE(result.ranks[0].output.find("rank 1 did not take part: stuck outside this collective, or exited"),
+  EXPECT_NE(result.ranks[0].output.find("rank 1 has not reached it (busy outside it, stopped, or exited)"),
             std::string::npos) << result.describe();
 }
 
@@ -114,7 +114,7 @@ TEST(MultiProcess, StalledPeerTimesOutWithTheConfiguredDeadline) {
   ASSERT_FALSE(result.timed_out) << result.describe();
   EXPECT_EQ(result.ranks[0].exit_code, 0) << result.describe();
   EXPECT_NE(result.ranks[0].output.find("timeout 3 s"), std::string::npos) << result.describe();
-  EXPECT_NE(result.ranks[0].output.find("rank 1 did not take part"), std::string::npos) << result.describe();
+  EXPECT_NE(result.ranks[0].output.find("rank 1 has not reached it"), std::string::npos) << result.describe();
 }
 
 TEST(MultiProcess, AccumulationEqualsOneGlobalStepAndSkipsCommunication) {

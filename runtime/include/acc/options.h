@@ -95,6 +95,10 @@ struct AcceleratorOptions {
   TORCH_ARG(std::optional<std::string>, backend);
   /// Deadline of every collective and of the rendezvous; default 1800 s (Gloo) / 600 s (NCCL).
   TORCH_ARG(std::optional<std::chrono::milliseconds>, timeout);
+  /// After this long in one collective (default 60 s), a waiting rank prints once where it waits and
+  /// which ranks have not reached it, then waits on until the timeout; zero: never. CPU collectives
+  /// (Gloo); NCCL's watchdog reports its own.
+  TORCH_ARG(std::optional<std::chrono::milliseconds>, stall_report_interval);
   /// Trackers that init_trackers() starts and log() feeds: "tensorboard", "jsonl", "csv",
   /// "all", a std::shared_ptr to your own acc::GeneralTracker, or a braced list of them.
   TORCH_ARG(LogWith, log_with);

@@ -8,11 +8,13 @@
 #include <acc_common/network_route.h>
 
 #include <algorithm>
+#include <functional>
 #include <cstdlib>
 #include <iostream>
 #include <thread>
 
 #include "comm/gpu_per_rank.h"
+#include "comm/rank_positions.h"
 #include "comm/rendezvous.h"
 #include "comm/ring_collectives.h"
 
@@ -72,6 +74,7 @@ ProcessGroup::ProcessGroup(const ProcessGroup& parent, int rank, int size,
       cuda_(parent.cuda_),
       gloo_timeout_(parent.gloo_timeout_),
       nccl_timeout_(parent.nccl_timeout_),
+      stall_report_interval_(parent.stall_report_interval_),
       gloo_device_(parent.gloo_device_),
       store_access_(parent.store_access_),
       store_(std::move(store)) {
@@ -134,55 +137,96 @@ void ProcessGroup::fail(const std::string& what, Milliseconds timeout,
                          "AcceleratorOptions().timeout(...).");
 }
 
-namespace {
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string text = ranks.size() > 1 ? "ranks " : "rank ";
-  for (size_t i = 0; i < ranks.size(); ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
-  return text;
-}
-}  // namespace
-
-std::string ProcessGroup::absent_peers(Milliseconds timeout) const {
-  // A collective's own error knows at most its neighbour in a ring. Every rank whose collective fails
-  // posts that in the store and gives its peers a moment to do the same (their deadlines expire
-  // within moments of each other); a peer that never posts did not take part: it is stuck outside
-  // the collective, or has exited.
+std::string ProcessGroup::absent_peers(const std::string& what, Milliseconds timeout) const {
+  // Every rank whose collective fails posts where it failed and gives its peers a moment to do the
+  // same (their deadlines expire within moments of each other); a peer that never posts did not take
+  // part: it is stuck outside the collective, or has exited. One that failed or waits elsewhere
+  // called another collective.
   const Milliseconds grace = std::clamp(timeout / 10, Milliseconds(1000), Milliseconds(5000));
-  auto key = [](int rank) { return "acc/failed_collective/" + std::to_string(rank); };
-  std::vector<int> absent;
+  const RankPosition mine{position(), RankState::kFailed, what};
+  std::vector<std::optional<RankPosition>> positions;
   try {
-    const std::string count = std::to_string(num_collectives_);
-    store_->set(key(rank_), std::vector<uint8_t>(count.begin(), count.end()));
+    post_position(*store_, rank_, mine);
     const auto give_up = std::chrono::steady_clock::now() + grace;
-    do {
-      absent.clear();
+    for (;;) {
+      positions = read_positions(*store_, size_);
+      bool all_failed = true;
       for (int r = 0; r < size_; ++r)
-        if (r != rank_ && !store_->check({key(r)})) absent.push_back(r);
-      if (absent.empty()) return "";
+        all_failed = all_failed && (r == rank_ || (positions[r] && positions[r]->state == RankState::kFailed));
+      if (all_failed || std::chrono::steady_clock::now() >= give_up) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    } while (std::chrono::steady_clock::now() < give_up);
+    }
   } catch (const std::exception&) {
     return rank_ == 0 ? "" : "; rank 0, which serves the job's store, does not answer either: it has exited";
   }
-  std::vector<int> present;
+  bool all_with_me = true;
   for (int r = 0; r < size_; ++r)
-    if (r != rank_ && std::find(absent.begin(), absent.end(), r) == absent.end()) present.push_back(r);
-  return "; " + rank_list(absent) + " did not take part: stuck outside this collective, or exited" +
-         (present.empty() ? "" : " (" + rank_list(present) + " failed in it too)");
+    all_with_me = all_with_me && (r == rank_ || (positions[r] && positions[r]->collective == mine.collective &&
+                                                 positions[r]->what == mine.what));
+  if (all_with_me) return "";
+  return "; this rank was in " + describe_position(mine) + ": " + describe_peers(positions, rank_, mine);
+}
+
+// Gloo, acc's rings and the store block this thread until the exchange completes; waiting in slices
+// costs nothing (a condition variable, a socket poll) and lets the rank say where it waits. NCCL's
+// works are left alone: a timed-out NCCL wait aborts the communicator, and NCCL's own watchdog reports
+// stalls.
+Milliseconds ProcessGroup::wait_and_report_stall(const std::function<bool(Milliseconds)>& wait_for,
+                                                 const std::string& what, Milliseconds timeout,
+                                                 bool& posted) const {
+  posted = false;
+  constexpr Milliseconds kPostAfter{1000};
+  if (stall_report_interval_.count() <= 0 || timeout <= kPostAfter) return timeout;
+  const auto start = std::chrono::steady_clock::now();
+  auto waited = [&] {
+    return std::chrono::duration_cast<Milliseconds>(std::chrono::steady_clock::now() - start);
+  };
+  if (wait_for(kPostAfter)) return Milliseconds(1);
+  const RankPosition mine{position(), RankState::kWaiting, what};
+  post_position(*store_, rank_, mine);
+  posted = true;
+  if (stall_report_interval_ >= timeout) return timeout - waited();
+  if (wait_for(stall_report_interval_ - waited())) return Milliseconds(1);
+  std::string peers;
+  try {
+    peers = describe_peers(read_positions(*store_, size_), rank_, mine);
+  } catch (const std::exception& e) {
+    peers = "the job's store does not answer (" + error_text(e) + "): rank 0 has exited or is stuck";
+  }
+  std::cerr << "acc: rank " << rank_ << " has waited " << seconds_text(waited() / 1000 * 1000) << " in "
+            << describe_position(mine) << ": " << (peers.empty() ? "every rank is in it" : peers)
+            << ". It waits on until the timeout (" << seconds_text(timeout)
+            << "); AcceleratorOptions().stall_report_interval(...) sets when this is said\n";
+  return std::max(timeout - waited(), Milliseconds(1));
 }
 
 void ProcessGroup::wait(const c10::intrusive_ptr<c10d::Work>& work, const std::string& what,
                         Milliseconds timeout) const {
   std::string cause;
   try {
-    if (work->wait(timeout)) return;
+    bool posted = false;
+    // True once the work is complete, with or without an error (the last wait reports it).
+    auto wait_for = [&work](Milliseconds slice) {
+      try {
+        work->wait(std::max(slice, Milliseconds(1)));  // 0 would mean "no timeout" to c10d
+        return true;
+      } catch (const std::exception&) {
+        return work->isCompleted();
+      }
+    };
+    const Milliseconds left =
+        cuda_ == CudaCollectives::kNccl ? timeout : wait_and_report_stall(wait_for, what, timeout, posted);
+    if (work->wait(left)) {
+      if (posted) post_position(*store_, rank_, {position(), RankState::kDone, what});
+      return;
+    }
     cause = "the operation did not complete";
   } catch (const DistributedError&) {
     throw;
   } catch (const std::exception& e) {
     cause = error_text(e);
   }
-  fail(what, timeout, cause + absent_peers(timeout));
+  fail(what, timeout, cause + absent_peers(what, timeout));
 }
 
 void ProcessGroup::all_reduce_(at::Tensor& tensor, c10d::ReduceOp op, const std::string& what) {
@@ -254,15 +298,38 @@ std::vector<std::string> ProcessGroup::all_gather_strings(const std::string& val
                                                           const std::string& what) {
   // Each call uses fresh keys; the round number advances identically on every rank.
   const std::string prefix = "acc/strings/" + std::to_string(store_round_++) + "/";
+  std::vector<std::string> keys;
+  for (int r = 0; r < size_; ++r) keys.push_back(prefix + std::to_string(r));
   std::vector<std::string> result;
+  bool timed_out = false;
   try {
-    store_->set(prefix + std::to_string(rank_), std::vector<uint8_t>(value.begin(), value.end()));
-    for (int r = 0; r < size_; ++r) {
-      auto bytes = store_->get(prefix + std::to_string(r));
+    store_->set(keys[static_cast<size_t>(rank_)], std::vector<uint8_t>(value.begin(), value.end()));
+    // True once every value is there. Polled with check(), not wait(timeout): c10d prints two
+    // warning lines for every wait that times out. The poll starts fast (metadata exchanges are
+    // usually complete within a millisecond) and backs off to 20 ms.
+    auto wait_for = [&](Milliseconds slice) {
+      const auto until = std::chrono::steady_clock::now() + slice;
+      auto pause = std::chrono::microseconds(50);
+      while (!store_->check(keys)) {
+        if (std::chrono::steady_clock::now() >= until) return false;
+        std::this_thread::sleep_for(pause);
+        pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(20));
+      }
+      return true;
+    };
+    bool posted = false;
+    const Milliseconds left = wait_and_report_stall(wait_for, what, gloo_timeout_, posted);
+    if (!wait_for(left)) {
+      timed_out = true;
+      throw DistributedError("the exchange did not complete");
+    }
+    if (posted) post_position(*store_, rank_, {position(), RankState::kDone, what});
+    for (const auto& key : keys) {
+      auto bytes = store_->get(key);
       result.emplace_back(bytes.begin(), bytes.end());
     }
   } catch (const std::exception& e) {
-    fail(what, gloo_timeout_, error_text(e));
+    fail(what, gloo_timeout_, error_text(e) + (timed_out ? absent_peers(what, gloo_timeout_) : ""));
   }
   return result;
 }

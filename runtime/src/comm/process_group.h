@@ -8,6 +8,7 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,6 +55,8 @@ enum class CudaCollectives {
 /// Gloo has no 600 s default of its own; these are Accelerate's (InitProcessGroupKwargs).
 constexpr Milliseconds kDefaultGlooTimeout{1800 * 1000};
 constexpr Milliseconds kDefaultNcclTimeout{600 * 1000};
+/// When a rank waiting in a collective says where it waits (AcceleratorOptions::stall_report_interval).
+constexpr Milliseconds kDefaultStallReportInterval{60 * 1000};
 
 class ProcessGroup {
  public:
@@ -76,7 +79,12 @@ class ProcessGroup {
   c10d::Backend& backend_for(const at::Tensor& like);
   Milliseconds timeout_for(const at::Tensor& like) const;
 
-  /// Waits for `work`; any failure or expired deadline throws DistributedError about `what`.
+  /// After this long in one collective that blocks the host (Gloo, acc's rings), the rank says once
+  /// where it waits and which ranks have not reached it, then waits on until the timeout. Zero: never.
+  void set_stall_report_interval(Milliseconds interval) { stall_report_interval_ = interval; }
+
+  /// Waits for `work`; any failure or expired deadline throws DistributedError about `what`, naming
+  /// the ranks that were not in it (comm/rank_positions.h).
   void wait(const c10::intrusive_ptr<c10d::Work>& work, const std::string& what,
             Milliseconds timeout) const;
   /// Rethrows the current exception as DistributedError about `what`.
@@ -114,15 +122,24 @@ class ProcessGroup {
   ProcessGroup(const ProcessGroup& parent, int rank, int size, c10::intrusive_ptr<c10d::Store> store);
   void create_backends();
   RingCollectives& ring();  // started by the first flat CPU collective
-  /// After a failed collective: "; rank 2 did not take part: ..." naming the peers that did not fail
-  /// in it too, or "" when all did.
-  std::string absent_peers(Milliseconds timeout) const;
+  /// After a failed collective: "; this rank was in ...: rank 2 has not reached it ..." naming the
+  /// peers that did not fail in it too, or "" when all did.
+  std::string absent_peers(const std::string& what, Milliseconds timeout) const;
+  /// The first part of wait(): reports a stall once; returns the time left for the rest of the wait
+  /// (1 ms when the work has completed). `posted`: this rank's position is in the store.
+  /// `wait_for(slice)` waits up to `slice` and says whether the exchange has completed.
+  Milliseconds wait_and_report_stall(const std::function<bool(Milliseconds)>& wait_for, const std::string& what,
+                                     Milliseconds timeout, bool& posted) const;
+  /// This rank's place in the job's sequence of exchanges (collectives and string exchanges), which
+  /// every rank running the same program reaches with the same operation.
+  uint64_t position() const { return num_collectives_ + store_round_; }
 
   int rank_;
   int size_;
   CudaCollectives cuda_;
   Milliseconds gloo_timeout_;
   Milliseconds nccl_timeout_;
+  Milliseconds stall_report_interval_{kDefaultStallReportInterval};
   uint64_t store_round_ = 0;
   uint64_t num_collectives_ = 0;
   GlooDevice gloo_device_;

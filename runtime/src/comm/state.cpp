@@ -71,6 +71,7 @@ std::shared_ptr<SharedState> create_state(const AcceleratorOptions& options) {
   }
   if (state->launch.is_distributed()) {
     state->group = std::make_unique<ProcessGroup>(state->launch, state->cuda, state->timeout);
+    if (options.stall_report_interval()) state->group->set_stall_report_interval(*options.stall_report_interval());
   }
   return state;
 }

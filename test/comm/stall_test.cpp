@@ -1,0 +1,87 @@
+// Collectives that do not complete at once (issue 34 items 5 and 6): a rank that comes late is named
+// while its peers wait, and the wait goes on; ranks that call different collectives get one acc error
+// naming where each rank is, not Gloo's internals; an uncaught acc error ends a rank with its message
+// and exit status 1, not SIGABRT. Runs acc_stall_worker under a hard deadline.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <regex>
+
+#include "../support/spawn.h"
+
+namespace {
+
+using acc::testing::spawn_ranks;
+using acc::testing::SpawnResult;
+using std::chrono::seconds;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::string worker() { return acc::testing::executable_dir() + "/acc_stall_worker"; }
+
+int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(Stall, AWaitingRankNamesTheLateRankOnceAndWaitsOn) {
+  // The last rank comes 5 s late; the report interval is 1.5 s, the timeout 20 s.
+  const SpawnResult result = spawn_ranks(worker(), {"late", "5000"}, 3, seconds(60));
+  ASSERT_FALSE(result.timed_out) << result.describe();
+  ASSERT_TRUE(result.all_succeeded()) << result.describe();
+  for (int rank : {0, 1}) {
+    const std::string& out = result.ranks[rank].output;
+    EXPECT_EQ(count(out, "has waited"), 1) << result.describe();
+    EXPECT_THAT(out, HasSubstr("acc: rank " + std::to_string(rank) + " has waited 1 s in its "));
+    EXPECT_THAT(out, HasSubstr("collective (reduce(sum)): rank 2 has not reached it (busy outside it, stopped, or exited)"));
+    EXPECT_THAT(out, HasSubstr(std::string("rank ") + (rank == 0 ? "1" : "0") + " is in it too"));
+    EXPECT_THAT(out, HasSubstr("It waits on until the timeout (20 s)"));
+  }
+  EXPECT_THAT(result.ranks[2].output, Not(HasSubstr("has waited")));
+}
+
+TEST(Stall, RanksInDifferentCollectivesAreNamedWithWhereEachOneIs) {
+  // Rank 2 skips the reduce the others call: it gathers while they reduce.
+  const SpawnResult result = spawn_ranks(worker(), {"skip"}, 3, seconds(90));
+  ASSERT_FALSE(result.timed_out) << result.describe();
+  ASSERT_TRUE(result.all_succeeded()) << result.describe();
+  for (int rank : {0, 1}) {
+    const std::string& out = result.ranks[rank].output;
+    EXPECT_THAT(out, HasSubstr("RAISED: acc: reduce(sum) failed on rank " + std::to_string(rank)));
+    EXPECT_THAT(out, HasSubstr("rank 2 "));
+    EXPECT_THAT(out, HasSubstr("collective (gather (shape check)) instead: the ranks do not call the same "
+                               "collectives in the same order"));
+    EXPECT_THAT(out, Not(HasSubstr("EnforceNotMet")));
+    EXPECT_THAT(out, Not(HasSubstr("enforce fail")));
+  }
+  EXPECT_THAT(result.ranks[2].output, HasSubstr("RAISED: acc: gather (shape check) failed on rank 2"));
+  EXPECT_THAT(result.ranks[2].output, HasSubstr("collective (reduce(sum)) instead"));
+  // The stall report came before the error, on every rank, and c10d's own warnings about the slices
+  // of the wait do not show.
+  for (const auto& rank : result.ranks) {
+    EXPECT_EQ(count(rank.output, "has waited"), 1) << result.describe();
+    EXPECT_THAT(rank.output, Not(HasSubstr("waitForInput")));
+  }
+}
+
+TEST(UncaughtError, AnAccErrorEndsTheProgramWithItsMessageAndExitStatusOne) {
+  const SpawnResult result = spawn_ranks(worker(), {"uncaught", "config"}, 1, seconds(30));
+  ASSERT_FALSE(result.timed_out) << result.describe();
+  EXPECT_EQ(result.ranks[0].signal, 0) << result.describe();
+  EXPECT_EQ(result.ranks[0].exit_code, 1) << result.describe();
+  const std::string& out = result.ranks[0].output;
+  EXPECT_THAT(out, HasSubstr("acc: uncaught acc::ConfigError: acc: gradient_accumulation_steps must be at least 1"));
+  EXPECT_THAT(out, Not(HasSubstr("terminate called")));
+  EXPECT_LT(out.find("before the error"), out.find("uncaught")) << "the program's output must come first";
+}
+
+TEST(UncaughtError, OtherExceptionsKeepTheDefaultAbort) {
+  const SpawnResult result = spawn_ranks(worker(), {"uncaught", "other"}, 1, seconds(30));
+  ASSERT_FALSE(result.timed_out) << result.describe();
+  EXPECT_EQ(result.ranks[0].signal, SIGABRT) << result.describe();
+  EXPECT_THAT(result.ranks[0].output, HasSubstr("not an acc error"));
+}
+
+}  // namespace

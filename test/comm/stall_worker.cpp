@@ -1,0 +1,58 @@
+// One rank of a collective that does not complete at once (started by stall_test.cpp with torchrun's
+// variables):
+//   late MS         the last rank reaches accelerator.reduce MS milliseconds after the others; every
+//                   rank checks the sum (the wait went on after the report).
+//   skip            the last rank skips the reduce and goes on to gather: every rank must raise an
+//                   acc::DistributedError (caught: "RAISED: <message>", exit 0).
+//   uncaught TYPE   throws an uncaught acc::ConfigError ("config") or std::logic_error ("other").
+// Options: a stall report interval of 1500 ms and a timeout of 20 s.
+#include <ATen/ops/full.h>
+
+#include <chrono>
+#include <iostream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include <acc/accelerator.h>
+#include <acc/errors.h>
+
+#include "../support/worker_checks.h"
+
+using acc::testing::expect;
+using acc::testing::fail;
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "uncaught") {
+    std::cout << "before the error" << std::endl;
+    if (argc > 2 && std::string(argv[2]) == "config")
+      throw acc::ConfigError("acc: gradient_accumulation_steps must be at least 1 (it is 0); pass 1 or more");
+    throw std::logic_error("not an acc error");
+  }
+  acc::Accelerator accelerator(acc::AcceleratorOptions()
+                                   .timeout(std::chrono::seconds(20))
+                                   .stall_report_interval(std::chrono::milliseconds(1500)));
+  const int rank = accelerator.process_index(), world = accelerator.num_processes();
+  const bool last = rank == world - 1;
+  const auto one = at::full({1}, 1.0f);
+  if (mode == "late") {
+    if (last) std::this_thread::sleep_for(std::chrono::milliseconds(std::stoi(argv[2])));
+    const auto sum = accelerator.reduce(one, acc::ReduceOp::SUM);
+    expect(sum.item<float>() == static_cast<float>(world), "the reduce after the stall gave a wrong sum");
+    std::cout << "OK" << std::endl;
+    return 0;
+  }
+  if (mode == "skip") {
+    try {
+      if (!last) accelerator.reduce(one, acc::ReduceOp::SUM);
+      accelerator.gather(one);
+      accelerator.reduce(one, acc::ReduceOp::SUM);
+    } catch (const acc::DistributedError& e) {
+      std::cout << "RAISED: " << e.what() << std::endl;
+      return 0;
+    }
+    fail("the ranks called different collectives and nothing was raised");
+  }
+  fail("unknown mode '" + mode + "'");
+}
