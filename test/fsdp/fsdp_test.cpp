@@ -84,6 +84,36 @@ TEST(Fsdp, ReleasedUnitUsedOutsideItsSeamIsAnErrorNotGarbage) {
   EXPECT_TRUE(result.all_succeeded()) << result.describe();
 }
 
+// Units whose forward never ran the seam stay whole: named once after the first step, by type, with
+// the fix (the main process prints it); require_unit_seams(true) makes it an error on every rank.
+TEST(Fsdp, UnitsThatNeverRanTheSeamAreNamedAfterTheFirstStep) {
+  auto result = spawn_ranks(acc::testing::executable_dir() + "/acc_fsdp_full_shard_worker",
+                            {"unseamed_units", "warned"}, 2, seconds(120));
+  ASSERT_TRUE(result.all_succeeded()) << result.describe();
+  const std::string& main = result.ranks[0].output;
+  const std::string warning =
+      "acc: warning: FSDP FULL_SHARD: 3 units of type (anonymous namespace)::PlainBlockImpl (block0, block1, block2) "
+      "did not run the "
+      "forward seam in the first training step";
+  EXPECT_NE(main.find(warning), std::string::npos) << result.describe();
+  EXPECT_EQ(main.find(warning), main.rfind(warning)) << "warned more than once\n" << result.describe();
+  EXPECT_NE(main.find("`acc-migrate --fsdp-units=PlainBlock`"), std::string::npos) << result.describe();
+  EXPECT_NE(main.find("acc::ForwardHooksGuard forward_hooks(*this);` (<acc/hooks.h>) the first line of "
+                      "PlainBlockImpl::forward"), std::string::npos) << result.describe();
+  EXPECT_EQ(result.ranks[1].output.find("did not run the forward seam"), std::string::npos) << result.describe();
+}
+
+TEST(Fsdp, RequireUnitSeamsMakesUnitsThatNeverRanTheSeamAnErrorOnEveryRank) {
+  auto result = spawn_ranks(acc::testing::executable_dir() + "/acc_fsdp_full_shard_worker",
+                            {"unseamed_units", "required"}, 2, seconds(120));
+  ASSERT_TRUE(result.all_succeeded()) << result.describe();
+  for (const auto& rank : result.ranks) {
+    EXPECT_NE(rank.output.find("RAISED in step 1: acc: FSDP FULL_SHARD: 3 units of type (anonymous namespace)::PlainBlockImpl"),
+              std::string::npos) << result.describe();
+    EXPECT_NE(rank.output.find("require_unit_seams(true) was given"), std::string::npos) << result.describe();
+  }
+}
+
 // FSDP_CPU_RAM_EFFICIENT_LOADING: ranks that built the model empty never hold it whole (peak RSS
 // from building to prepare, 4 ranks), get rank 0's buffers, and train.
 TEST(Fsdp, CpuRamEfficientLoadingKeepsOtherRanksUnderTheModelSize) {

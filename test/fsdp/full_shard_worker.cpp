@@ -441,6 +441,61 @@ void unseamed_use() {
   accelerator.backward(lm_loss(model, tokens(1, 0, kBatch)));
   optimizer.step();
 }
+// A unit type whose forward has no seam line (the common mistake): FULL_SHARD can never release it.
+struct PlainBlockImpl : torch::nn::Module {
+  PlainBlockImpl() {
+    up = register_module("up", torch::nn::Linear(kDim, kHidden));
+    down = register_module("down", torch::nn::Linear(kHidden, kDim));
+  }
+  torch::Tensor forward(torch::Tensor x) { return x + down->forward(torch::relu(up->forward(x))); }
+  torch::nn::Linear up{nullptr}, down{nullptr};
+};
+TORCH_MODULE(PlainBlock);
+
+struct PlainModelImpl : torch::nn::Module {
+  PlainModelImpl() {
+    for (int i = 0; i < 3; ++i) blocks.push_back(register_module("block" + std::to_string(i), PlainBlock()));
+    head = register_module("head", torch::nn::Linear(kDim, 1));
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    for (auto& block : blocks) x = block->forward(x);
+    return head->forward(x);
+  }
+  std::vector<PlainBlock> blocks;
+  torch::nn::Linear head{nullptr};
+};
+TORCH_MODULE(PlainModel);
+
+// Units whose forward never runs the seam: after the first step, a warning naming their type and the
+// fix, once; with require_unit_seams(true), a ConfigError from that step on every rank. The second
+// step prints nothing more. Prints "STEP N DONE" after each step that returned.
+void unseamed_units(bool required) {
+  acc::Accelerator accelerator(acc::AcceleratorOptions().fsdp_plugin(
+      acc::FullyShardedDataParallelPlugin()
+          .sharding_strategy(acc::ShardingStrategy::FULL_SHARD)
+          .auto_wrap_policy(acc::AutoWrapPolicy::TRANSFORMER_BASED_WRAP)
+          .transformer_cls_names_to_wrap(std::vector<std::string>{"PlainBlock"})
+          .require_unit_seams(required)));
+  torch::manual_seed(1);
+  PlainModel model;
+  acc::Optimizer<torch::optim::SGD> optimizer(model->parameters(), torch::optim::SGDOptions(0.1));
+  accelerator.prepare(model, optimizer);
+  for (int step = 1; step <= 2; ++step) {
+    torch::manual_seed(step);
+    accelerator.backward(model->forward(torch::randn({4, kDim})).pow(2).mean());
+    try {
+      optimizer.step();
+    } catch (const acc::ConfigError& e) {
+      std::cout << "RAISED in step " << step << ": " << e.what() << std::endl;
+      expect(required, "a ConfigError without require_unit_seams");
+      return;
+    }
+    optimizer.zero_grad();
+    std::cout << "STEP " << step << " DONE" << std::endl;
+  }
+  expect(!required, "require_unit_seams(true) and units that never ran the seam, but no error");
+}
+
 // A kB field of /proc/self/status in bytes.
 int64_t status_bytes(const std::string& field) {
   std::ifstream in("/proc/self/status");
@@ -553,13 +608,15 @@ int main(int argc, char** argv) {
       checkpoint_resume(args[1], args[2]);
     } else if (args.size() == 1 && args[0] == "unseamed_use") {
       unseamed_use();
+    } else if (args.size() == 2 && args[0] == "unseamed_units") {
+      unseamed_units(args[1] == "required");
     } else if (args.size() == 1 && args[0] == "ram_efficient_peak") {
       ram_efficient_peak();
     } else if (args.size() == 1 && args[0] == "empty_weights_errors") {
       empty_weights_errors();
     } else {
       fail("usage: acc_fsdp_full_shard_worker transformer|sequential STRATEGY | checkpoint_save|checkpoint_resume "
-           "STATE_DICT_TYPE DIR | unseamed_use | ram_efficient_peak | empty_weights_errors");
+           "STATE_DICT_TYPE DIR | unseamed_use | unseamed_units warned|required | ram_efficient_peak | empty_weights_errors");
     }
   } catch (const std::exception& e) {
     fail(std::string("exception: ") + e.what());

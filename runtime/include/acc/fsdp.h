@@ -85,6 +85,10 @@ struct FullyShardedDataParallelPlugin {
   /// Parameters are flattened into units of about this many MiB (per dtype and device); each
   /// unit's gradient is reduce-scattered as soon as backward has produced all of it.
   TORCH_ARG(double, bucket_cap_mb) = detail::kDefaultBucketCapMb;
+  /// FULL_SHARD/HYBRID_SHARD: a unit whose forward has not run the seam by the first optimizer step
+  /// stays whole for good; false (the default) names it in a warning, true throws ConfigError from
+  /// that step (for CI runs that must not lose the memory saving silently).
+  TORCH_ARG(bool, require_unit_seams) = false;
 };
 
 /// The plugin after applying the environment and defaults.
@@ -102,6 +106,7 @@ struct ResolvedFsdpPlugin {
   bool sync_module_states = true;
   bool cpu_ram_efficient_loading = false;
   double bucket_cap_mb = detail::kDefaultBucketCapMb;
+  bool require_unit_seams = false;
 };
 
 /// Applies argument > environment (FSDP_*) > default; throws ConfigError naming the bad variable.

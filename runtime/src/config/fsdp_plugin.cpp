@@ -145,6 +145,7 @@ ResolvedFsdpPlugin resolve_fsdp_plugin(const FullyShardedDataParallelPlugin& plu
                       std::to_string(plugin.bucket_cap_mb()) + ") must be positive");
   }
   out.bucket_cap_mb = plugin.bucket_cap_mb();
+  out.require_unit_seams = plugin.require_unit_seams();
   return out;
 }
 

@@ -3,11 +3,13 @@
 #include <c10/core/GradMode.h>
 #include <torch/nn/modules/container/sequential.h>
 
+#include <map>
 #include <set>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
 
+#include <acc/errors.h>
 #include <acc/warnings.h>
 
 #include "fsdp/sharded_reducer.h"
@@ -80,6 +82,36 @@ FullShardUnits::FullShardUnits(torch::nn::Module& model, ShardedReducer& reducer
     reducer_.release(flat);
     if (flat == flats_[unit].back()) after_unit_gradients(unit);
   });
+}
+
+void FullShardUnits::check_seams_once(bool as_error) {
+  if (seams_checked_) return;
+  seams_checked_ = true;
+  std::map<std::string, std::vector<std::string>> unseen;  // by unit type: the units' paths
+  for (size_t u = units_.size(); u-- > 0;)  // units_ lists the latest registered first
+    if (!seen_[u] && !units_[u].path.empty()) unseen[units_[u].module->name()].push_back(units_[u].path);
+  for (const auto& [qualified, paths] : unseen) {
+    // The class as the user writes it in its own file (no namespace); TORCH_MODULE(Block) names the
+    // holder Block and the class BlockImpl, and acc-migrate takes the holder.
+    const auto colons = qualified.rfind("::");
+    const std::string type = colons == std::string::npos ? qualified : qualified.substr(colons + 2);
+    const bool impl = type.size() > 4 && type.compare(type.size() - 4, 4, "Impl") == 0;
+    const std::string holder = impl ? type.substr(0, type.size() - 4) : type;
+    std::string where;
+    for (size_t i = 0; i < paths.size() && i < 3; ++i) where += (i ? ", " : "") + paths[i];
+    if (paths.size() > 3) where += ", ...";
+    const std::string message =
+        std::string(as_error ? "acc: " : "acc: warning: ") + "FSDP FULL_SHARD: " + std::to_string(paths.size()) +
+        " unit" + (paths.size() > 1 ? "s" : "") + " of type " + qualified + " (" + where +
+        ") did not run the forward seam in the first training step, so their parameters stay whole on every "
+        "rank and sharding saves no memory for them. Make `acc::ForwardHooksGuard forward_hooks(*this);` "
+        "(<acc/hooks.h>) the first line of " + type + "::forward, or run `acc-migrate --fsdp-units=" + holder +
+        "` on your sources (docs/fsdp.md). " +
+        (as_error ? "This is an error because FullyShardedDataParallelPlugin().require_unit_seams(true) was given"
+                  : "FullyShardedDataParallelPlugin().require_unit_seams(true) makes this an error");
+    if (as_error) throw ConfigError(message);
+    warn(message);
+  }
 }
 
 FullShardUnits::~FullShardUnits() {

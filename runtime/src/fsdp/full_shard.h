@@ -36,6 +36,11 @@ class FullShardUnits {
   const std::vector<UnitModule>& units() const { return units_; }
   bool runs_seam(size_t unit) const { return seen_[unit]; }
 
+  /// After the first optimizer step: units other than the root whose forward has not run the seam
+  /// stay whole for good, so sharding saves nothing for them. Names them once per unit type, with
+  /// the fix, as a warning or (`as_error`, require_unit_seams) a ConfigError. Later calls do nothing.
+  void check_seams_once(bool as_error);
+
  private:
   void before_forward(size_t unit);
   void after_forward(size_t unit);
@@ -49,6 +54,7 @@ class FullShardUnits {
   std::vector<UnitModule> units_;
   std::vector<std::vector<size_t>> flats_;  // per unit: the reducer's flat units
   std::vector<bool> seen_;
+  bool seams_checked_ = false;
   bool reshard_after_forward_;
   BackwardPrefetch backward_prefetch_;
   bool forward_prefetch_;

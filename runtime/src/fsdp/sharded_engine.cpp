@@ -1,5 +1,8 @@
 #include "fsdp/sharded_engine.h"
 
+#include <functional>
+#include <utility>
+
 #include <acc/errors.h>
 #include <acc/warnings.h>
 
@@ -18,6 +21,29 @@ int next_engine_id() {
   static int id = 0;
   return id++;
 }
+
+// Runs `after_first_step` once, after the first optimizer step that ran; delegates everything else.
+class AfterFirstStep : public OptimizerController {
+ public:
+  AfterFirstStep(std::shared_ptr<OptimizerController> inner, std::function<void()> after_first_step)
+      : inner_(std::move(inner)), after_first_step_(std::move(after_first_step)) {}
+  bool before_step(torch::optim::Optimizer& optimizer) override { return inner_->before_step(optimizer); }
+  void after_step(torch::optim::Optimizer& optimizer) override {
+    inner_->after_step(optimizer);
+    if (after_first_step_) std::exchange(after_first_step_, nullptr)();
+  }
+  torch::Tensor run_step(torch::optim::Optimizer& optimizer, const std::function<torch::Tensor()>& update) override {
+    return inner_->run_step(optimizer, update);
+  }
+  bool before_zero_grad(torch::optim::Optimizer& optimizer) override { return inner_->before_zero_grad(optimizer); }
+  bool step_was_skipped(const torch::optim::Optimizer& optimizer) const override {
+    return inner_->step_was_skipped(optimizer);
+  }
+
+ private:
+  std::shared_ptr<OptimizerController> inner_;
+  std::function<void()> after_first_step_;
+};
 }  // namespace
 
 ShardedEngine::ShardedEngine(ProcessGroup& world, const ResolvedFsdpPlugin& plugin,
@@ -116,7 +142,14 @@ std::shared_ptr<OptimizerController> ShardedEngine::prepare_optimizer(
   for (auto& reducer : reducers_) reducers.push_back(reducer.get());
   auto sharded = shard_optimizer(optimizer, reducers);
   optimizers_.emplace_back(&optimizer, std::move(sharded.layout));
-  return make_sharded_optimizer_controller(std::move(inner), std::move(sharded.reducers));
+  auto controller = make_sharded_optimizer_controller(std::move(inner), std::move(sharded.reducers));
+  if (!shards_parameters()) return controller;
+  // By the first step every unit that runs the seam has run it: name those that did not.
+  return std::make_shared<AfterFirstStep>(std::move(controller), [this, alive = std::weak_ptr<int>(alive_)] {
+    if (alive.expired()) return;
+    for (auto& units : full_shard_)
+      if (units) units->check_seams_once(plugin_.require_unit_seams);
+  });
 }
 
 ShardedReducer* ShardedEngine::reducer_of(const torch::nn::Module& model) const {
