@@ -420,6 +420,15 @@ class Supervisor {
     std::string message = options_.tool_name + ": failed: rank " + std::to_string(rank.rank) + " (local rank " +
                           std::to_string(rank.local_rank) + ", pid " + std::to_string(rank.pid) + ") " +
                           common::describe_wait_status(rank.wait_status) + " after about " + elapsed + " s\n";
+    // An acc program ends on an uncaught acc error with one line of its own (libacc's terminate
+    // handler): that error is the failure, whatever else the rank printed after it.
+    static constexpr std::string_view kUncaught = "acc: uncaught ";
+    for (auto line = rank.history.lines().rbegin(); line != rank.history.lines().rend(); ++line) {
+      if (line->rfind(kUncaught, 0) != 0) continue;
+      message += options_.tool_name + ": rank " + std::to_string(rank.rank) + " raised " + line->substr(kUncaught.size()) +
+                 "\n";
+      break;
+    }
     if (!piped()) {
       message += options_.tool_name + ": its output is above\n";
     } else if (rank.history.lines().empty()) {

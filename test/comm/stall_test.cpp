@@ -5,7 +5,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
 #include <csignal>
+#include <cstdio>
 #include <regex>
 
 #include "../support/spawn.h"
@@ -76,6 +79,28 @@ TEST(UncaughtError, AnAccErrorEndsTheProgramWithItsMessageAndExitStatusOne) {
   EXPECT_THAT(out, Not(HasSubstr("terminate called")));
   EXPECT_LT(out.find("before the error"), out.find("uncaught")) << "the program's output must come first";
 }
+
+#ifdef ACC_LAUNCH
+// Under acc-launch, the failed rank's report leads with the error the rank raised, not with a signal.
+TEST(UncaughtError, AccLaunchReportsTheRanksErrorNotASignal) {
+  const std::string command = std::string(ACC_LAUNCH) + " --cpu --num_processes 2 --main_process_port " +
+                              std::to_string(acc::testing::free_port()) + " " + worker() +
+                              " uncaught config 2>&1";
+  FILE* pipe = ::popen(("timeout -k 5 60 " + command).c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string out;
+  char buffer[4096];
+  for (size_t got; (got = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, got);
+  const int status = ::pclose(pipe);
+  EXPECT_EQ(WEXITSTATUS(status), 1) << out;
+  EXPECT_THAT(out, HasSubstr("exited with code 1")) << out;
+  EXPECT_THAT(out, ::testing::MatchesRegex(
+                       "(.|\n)*acc-launch: rank [01] raised acc::ConfigError: acc: gradient_accumulation_steps must "
+                       "be at least 1(.|\n)*"));
+  EXPECT_THAT(out, Not(HasSubstr("SIGABRT"))) << out;
+  EXPECT_THAT(out, Not(HasSubstr("terminate called"))) << out;
+}
+#endif
 
 TEST(UncaughtError, OtherExceptionsKeepTheDefaultAbort) {
   const SpawnResult result = spawn_ranks(worker(), {"uncaught", "other"}, 1, seconds(30));
