@@ -168,6 +168,10 @@ struct Reader {
   const std::string& path;
   ConfigFile& out;
 
+  void note_line(const std::string& key, const YAML::Node& node) const {
+    if (node.Mark().line >= 0) out.lines[key] = node.Mark().line + 1;
+  }
+
   std::string scalar(const YAML::Node& value, const std::string& key) const {
     if (!value.IsScalar())
       throw UsageError(location(path, value) + key + ": expected a single value, found a " +
@@ -207,6 +211,7 @@ struct Reader {
                          line_of(other->second.second) + " sets the same option; keep only one of them");
       out.settings.fsdp[option->key] =
           at(entry.second, [&] { return normalize_fsdp_value(*option, scalar(entry.second, key), key); });
+      note_line(option->key, entry.first);
     }
   }
 };
@@ -334,7 +339,7 @@ std::string read_config_text(const std::string& path) {
 }
 
 ConfigFile read_config_file(const std::string& path) {
-  ConfigFile result{path, {}, {}};
+  ConfigFile result{path, {}, {}, {}};
   const YAML::Node root = parse_document(path);
   if (root.IsNull())
     throw UsageError(path + ": the config file is empty; write one with `acc-config` or `acc-config default`");
@@ -354,6 +359,7 @@ ConfigFile read_config_file(const std::string& path) {
     }
     if (entry.second.IsNull()) continue;  // `key: null` is how Python writes "not set"
     handler->second(reader, entry.second, key);
+    if (key != "fsdp_config") reader.note_line(key, entry.first);
   }
   if (!result.settings.distributed_type)
     throw UsageError(path + ": no distributed_type; add `distributed_type: NO` (or MULTI_CPU, MULTI_GPU, FSDP)");

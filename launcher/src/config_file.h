@@ -1,6 +1,7 @@
 #pragma once
 // Accelerate's config file format (the ClusterConfig of `accelerate config`): reading, writing and where
 // the default file lives. YAML is read with yaml-cpp, JSON (names ending in .json) with nlohmann-json.
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,6 +16,10 @@ struct ConfigFile {
   // Accelerate settings present in the file that acc has no use for (DeepSpeed, TPU, dynamo ...): they are
   // accepted so that an existing file works unchanged, and reported so that nobody relies on them.
   std::vector<std::string> ignored_keys;
+  // The line (1-based) of each key that set something, for messages about settings that pass the schema
+  // but cannot run (launch_refusals.h); fsdp_config's keys by their option's full name ("fsdp_version").
+  // Empty for the rare JSON read without positions.
+  std::map<std::string, int> lines;
 };
 
 // Throws UsageError with "path:line:column: problem; fix" for malformed files, unknown keys (naming the

@@ -31,4 +31,19 @@ std::string normalize_fsdp_value(const FsdpOption& option, const std::string& ra
   return raw;
 }
 
+std::optional<std::string> ignored_fsdp_setting(const std::string& key, const std::string& value) {
+  // What runtime/src/fsdp does (docs/fsdp.md, "Design"): parameters are re-pointed at slices of flat units,
+  // never replaced, and the optimizer's parameters become each rank's pieces at prepare.
+  if (key == "fsdp_version" && value == "2")
+    return "acc has one FSDP, not torch's FSDP2 (fully_shard with per-parameter DTensor shards): the trainable "
+           "parameters of each unit are one flat buffer sharded over the ranks, as in FSDP1, and FSDP2's settings "
+           "are read as well (fsdp_reshard_after_forward true/false; acc::fully_shard(module) in code marks a unit "
+           "as fully_shard does)";
+  if (key == "fsdp_use_orig_params")
+    return "acc always keeps the model's own parameters, as use_orig_params true does: each trainable one "
+           "becomes a view into its flat unit (references and named_parameters() stay valid), the optimizer "
+           "given to prepare steps each rank's piece of them, and frozen parameters are not sharded";
+  return std::nullopt;
+}
+
 }  // namespace acc::launcher

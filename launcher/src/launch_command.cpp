@@ -11,6 +11,7 @@
 #include "errors.h"
 #include "fsdp_options.h"
 #include "launch_plan.h"
+#include "launch_refusals.h"
 #include "ports.h"
 #include "program_links_acc.h"
 #include "rank_environment.h"
@@ -103,7 +104,7 @@ void add_launch_flags(CLI::App& app, LaunchInvocation& into) {
   app.add_option_function<std::string>(
          flag_names("--mixed_precision"),
          [&](const std::string& v) { s.mixed_precision = checked([&] { return parse_mixed_precision(v, "--mixed_precision"); }); },
-         "no, fp16, bf16 or fp8")
+         "no, fp16, bf16, or fp8 (only for programs that do not link libacc: acc's runtime refuses it)")
       ->option_text("MODE")
       ->group(hardware);
   app.add_option_function<std::string>(
@@ -208,9 +209,13 @@ int run_launch(const LaunchInvocation& invocation) {
   const std::optional<std::string> config_path =
       invocation.config_file ? invocation.config_file : find_default_config();
   LaunchSettings settings = invocation.flags;
+  SettingSources sources;
+  sources.flags = invocation.flags;
+  sources.config_path = config_path;
   if (config_path) {
     const ConfigFile config = read_config_file(*config_path);
     settings = overlay(config.settings, invocation.flags);
+    sources.config_lines = config.lines;
     if (!config.ignored_keys.empty() && !options.quiet) {
       std::string keys;
       for (const auto& key : config.ignored_keys) keys += (keys.empty() ? "" : ", ") + key;
@@ -220,10 +225,22 @@ int run_launch(const LaunchInvocation& invocation) {
   }
   const EnvMap env = current_environment();
   LaunchPlan plan = resolve_plan(settings, probe_machine(env), env);
+  const bool acc_program = program_links_acc(options.program.at(0));
+  // What every rank would refuse at startup is refused here, before any starts, from the environment
+  // rank 0 would get. A program that does not link libacc (Python through torch.distributed, a script)
+  // may run with what only acc's runtime refuses, so for it that is a note.
+  for (const LaunchRefusal& refusal : launch_refusals(rank_environment(plan, 0, 0, 0, env), sources)) {
+    if (refusal.every_program) throw UsageError(refusal.message + " (accelerate launch refuses this too); nothing was started");
+    if (acc_program)
+      throw UsageError(refusal.message + " (every rank of an acc program refuses this at startup; none was started)");
+    plan.notes.push_back(refusal.message + " (acc programs refuse this at startup; " + options.program.at(0) +
+                         " does not link libacc, so it starts)");
+  }
+  for (const std::string& note : ignored_fsdp_notes(settings, sources)) plan.notes.push_back(note);
   // Held until every rank has ended, so the port stays this job's across restarts; but only an acc
   // program's rank 0 can serve on it. Any other program binds the port itself: it is released for it
   // (torchrun's race, as before: ranks of another job are still told apart by the job id).
-  const bool rank_zero_serves = plan.machine_rank == 0 && program_links_acc(options.program.at(0));
+  const bool rank_zero_serves = plan.machine_rank == 0 && acc_program;
   StoreSocket store_socket = reserve_store_socket(plan, /*listen=*/rank_zero_serves);
   if (store_socket.fd() >= 0 && rank_zero_serves) {
     plan.store_listen_fd = store_socket.fd();

@@ -73,6 +73,10 @@ void apply_pytorchjob(LaunchSettings& s, const EnvMap& env, std::vector<std::str
                   std::to_string(*s.num_machines) + ", main process on " + s.main_process_ip.value_or("?"));
 }
 
+}  // namespace
+
+// Combinations the ranks refuse (fsdp_cpu_ram_efficient_loading without fsdp_sync_module_states, ...) are
+// judged in launch_refusals.h, from these variables, where the config file's lines are known.
 EnvMap fsdp_environment(const LaunchSettings& s) {
   EnvMap env{{env::kUseFsdp, "true"}};
   for (const auto& option : fsdp_options()) {
@@ -80,13 +84,8 @@ EnvMap fsdp_environment(const LaunchSettings& s) {
     if (chosen != s.fsdp.end()) env[option.env] = chosen->second;
     else if (option.default_value) env[option.env] = *option.default_value;
   }
-  if (env[env::kFsdpCpuRamEfficientLoading] == "true" && env[env::kFsdpSyncModuleStates] == "false")
-    throw UsageError("fsdp_cpu_ram_efficient_loading needs fsdp_sync_module_states: set "
-                     "--fsdp_sync_module_states true, or --fsdp_cpu_ram_efficient_loading false");
   return env;
 }
-
-}  // namespace
 
 LaunchPlan resolve_plan(const LaunchSettings& given, const MachineFacts& facts, const EnvMap& env) {
   LaunchPlan plan;

@@ -43,6 +43,10 @@ struct LaunchPlan {
   std::vector<std::string> notes;  // said on stderr unless --quiet
 };
 
+// ACCELERATE_USE_FSDP and the FSDP_* variables of these settings: the chosen values, else Accelerate's
+// launcher defaults (acc_common/fsdp_vocabulary.h).
+EnvMap fsdp_environment(const LaunchSettings& settings);
+
 // `env` is the launcher's environment (for OMP_NUM_THREADS and SLURM_*). Throws UsageError for settings
 // that contradict each other, naming the flags involved.
 LaunchPlan resolve_plan(const LaunchSettings& settings, const MachineFacts& facts, const EnvMap& env);

@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <string_view>
 
+#include <acc_common/refused_settings.h>
+
 #include "did_you_mean.h"
 #include "errors.h"
 
@@ -131,6 +133,12 @@ std::string parse_choice(const std::string& value, const std::vector<std::string
 
 std::string parse_mixed_precision(const std::string& value, const std::string& what) {
   return parse_choice(lower(value), {"no", "fp16", "bf16", "fp8"}, what);
+}
+
+std::string parse_acc_mixed_precision(const std::string& value, const std::string& what) {
+  if (const auto refusal = common::refuse_mixed_precision(value))
+    throw UsageError(what + ": " + refusal->why + "; " + refusal->fix);
+  return parse_choice(lower(value), {"no", "fp16", "bf16"}, what);
 }
 
 bool parse_bool(const std::string& value, const std::string& what) {

@@ -14,7 +14,7 @@ enum class DistributedType { kNo, kMultiCpu, kMultiGpu, kFsdp };
 
 struct LaunchSettings {
   std::optional<DistributedType> distributed_type;
-  std::optional<std::string> mixed_precision;  // no | fp16 | bf16 | fp8
+  std::optional<std::string> mixed_precision;  // no | fp16 | bf16 | fp8 (refused for acc programs)
   std::optional<bool> use_cpu;
   std::optional<bool> debug;
   std::optional<int> num_processes;  // total over all machines; -1 in a config means "give it on the command line"
@@ -56,6 +56,9 @@ IntRange port_range();
 // Value checks shared by flags, config files and the questionnaire. Each throws UsageError with one line
 // that names the setting (`what`), the bad value and the allowed values.
 std::string parse_mixed_precision(const std::string& value, const std::string& what);
+// The modes acc's runtime runs (no, fp16, bf16), for what acc-config writes: fp8, which acc-launch still
+// passes to programs that do not link libacc, is refused saying why (acc_common/refused_settings.h).
+std::string parse_acc_mixed_precision(const std::string& value, const std::string& what);
 bool parse_bool(const std::string& value, const std::string& what);
 std::string parse_choice(const std::string& value, const std::vector<std::string>& allowed, const std::string& what);
 int parse_int(const std::string& value, const std::string& what, const IntRange& range);

@@ -117,6 +117,21 @@ TEST_F(ConfigFileTest, LegacyNumericShardingStrategyAndFp16) {
   EXPECT_EQ(s.mixed_precision, "fp16");
 }
 
+// Each key that set something keeps its line, for messages about settings the ranks would refuse; an
+// fsdp_config key by its option's full name, whichever spelling the file used.
+TEST_F(ConfigFileTest, RecordsTheLineOfEachKey) {
+  const ConfigFile config = read_config_file(write("lines.yaml", "distributed_type: FSDP\nmixed_precision: fp8\n"
+                                                                 "fsdp_config:\n  auto_wrap_policy: NO_WRAP\n"
+                                                                 "  fsdp_version: 2\ngpu_ids: null\n"));
+  EXPECT_EQ(config.lines, (std::map<std::string, int>{{"distributed_type", 1},
+                                                      {"mixed_precision", 2},
+                                                      {"fsdp_auto_wrap_policy", 4},
+                                                      {"fsdp_version", 5}}));
+  // JSON read with positions has them too.
+  const ConfigFile json = read_config_file(write("lines.json", "{\"distributed_type\": \"NO\",\n\"mixed_precision\": \"fp8\"}"));
+  EXPECT_EQ(json.lines.at("mixed_precision"), 2);
+}
+
 TEST_F(ConfigFileTest, UnknownKeyNamesPositionAndClosestKey) {
   EXPECT_EQ(error_of("u.yaml", "distributed_type: NO\nnum_proceses: 2\n"),
             dir_ + "/u.yaml:2:1: unknown key 'num_proceses' (did you mean 'num_processes'?); remove it or fix its spelling");

@@ -27,6 +27,12 @@
 #include <string>
 #include <thread>
 
+#ifdef FAKE_RANK_LINKS_ACC
+// Built a second time against the stand-in libacc.so (CMakeLists.txt), so that acc-launch takes it for an
+// acc program (program_links_acc.h) and judges its launch as the runtime would.
+int acc_fake_library_symbol();
+#endif
+
 namespace {
 
 std::string g_trap_dir;
@@ -96,6 +102,9 @@ int rendezvous() {
 }  // namespace
 
 int main(int argc, char** argv) {
+#ifdef FAKE_RANK_LINKS_ACC
+  if (acc_fake_library_symbol() != 1) return 98;
+#endif
   g_rank = std::atoi(env("RANK").c_str());
   for (int i = 1; i < argc; ++i) {
     std::string command = argv[i];

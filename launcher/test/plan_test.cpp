@@ -12,6 +12,7 @@
 #include "did_you_mean.h"
 #include "errors.h"
 #include "launch_plan.h"
+#include "launch_refusals.h"
 #include "ports.h"
 #include "program_links_acc.h"
 #include "rank_environment.h"
@@ -176,12 +177,73 @@ TEST(Plan, FsdpEnvironmentHasAccelerateDefaults) {
   EXPECT_EQ(env.count("FSDP_AUTO_WRAP_POLICY"), 0u);  // unset and no default: not exported, as Accelerate
   EXPECT_EQ(env.count("FSDP_BACKWARD_PREFETCH"), 0u);
 
-  s.fsdp["fsdp_sync_module_states"] = "false";
-  EXPECT_THAT(error_of(s), HasSubstr("fsdp_cpu_ram_efficient_loading needs fsdp_sync_module_states"));
-
   LaunchSettings not_fsdp;
   not_fsdp.fsdp["fsdp_offload_params"] = "true";
   EXPECT_THAT(resolve_plan(not_fsdp, {}, {}).notes.back(), HasSubstr("fsdp_* settings are ignored"));
+}
+
+// The variables a launch gives the ranks are judged as the runtime judges them; each refusal names where
+// the setting came from: the flag (which wins over the file), else the config file's line, else the key.
+TEST(Refusals, NameTheFlagOrTheConfigLineOfTheSetting) {
+  LaunchSettings s;
+  s.distributed_type = DistributedType::kFsdp;
+  s.num_processes = 2;
+  s.fsdp["fsdp_cpu_ram_efficient_loading"] = "true";
+  s.fsdp["fsdp_sync_module_states"] = "false";
+  const EnvMap variables = rank_environment(resolve_plan(s, {}, {}), 0, 0, 0, {});  // no longer refused here
+
+  SettingSources from_file;
+  from_file.config_path = "cfg.yaml";
+  from_file.config_lines = {{"fsdp_cpu_ram_efficient_loading", 7}};
+  auto refusals = launch_refusals(variables, from_file);
+  ASSERT_EQ(refusals.size(), 1u);
+  EXPECT_EQ(refusals[0].message, "cfg.yaml:7: fsdp_cpu_ram_efficient_loading: cpu_ram_efficient_loading needs "
+                                 "sync_module_states (the processes that build the model empty get the main "
+                                 "process's weights through it); set fsdp_sync_module_states true, or "
+                                 "fsdp_cpu_ram_efficient_loading false");
+  EXPECT_TRUE(refusals[0].every_program);
+
+  SettingSources from_flags = from_file;
+  from_flags.flags.fsdp["fsdp_cpu_ram_efficient_loading"] = "true";
+  EXPECT_THAT(launch_refusals(variables, from_flags).at(0).message, HasSubstr("--fsdp_cpu_ram_efficient_loading: cpu_ram"));
+  EXPECT_THAT(launch_refusals(variables, {}).at(0).message, HasSubstr("fsdp_cpu_ram_efficient_loading: cpu_ram"));
+
+  // Only acc programs refuse fp8 and TRANSFORMER_BASED_WRAP without class names.
+  LaunchSettings acc_only;
+  acc_only.distributed_type = DistributedType::kFsdp;
+  acc_only.mixed_precision = "fp8";
+  acc_only.fsdp["fsdp_auto_wrap_policy"] = "TRANSFORMER_BASED_WRAP";
+  refusals = launch_refusals(configured_variables(acc_only, {}), {});
+  ASSERT_EQ(refusals.size(), 2u);
+  EXPECT_THAT(refusals[0].message, HasSubstr("mixed_precision: fp8 training is not part of acc"));
+  EXPECT_THAT(refusals[1].message, HasSubstr("fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP needs the module types"));
+  EXPECT_FALSE(refusals[0].every_program || refusals[1].every_program);
+  // configured_variables (acc-env's) and rank_environment (acc-launch's) give the ranks the same.
+  acc_only.num_processes = 2;
+  const EnvMap rank = rank_environment(resolve_plan(acc_only, {}, {}), 0, 0, 0, {});
+  for (const auto& [name, value] : configured_variables(acc_only, {})) EXPECT_EQ(rank.at(name), value) << name;
+  // Without FSDP, FSDP_* settings are not the ranks'.
+  acc_only.distributed_type = DistributedType::kMultiCpu;
+  EXPECT_EQ(launch_refusals(configured_variables(acc_only, {}), {}).size(), 1u);
+}
+
+TEST(Refusals, FsdpSettingsAccDoesNotActOnAreNotedWithWhatItDoesInstead) {
+  LaunchSettings s;
+  s.distributed_type = DistributedType::kFsdp;
+  s.fsdp["fsdp_version"] = "1";
+  s.fsdp["fsdp_sharding_strategy"] = "FULL_SHARD";
+  EXPECT_TRUE(ignored_fsdp_notes(s, {}).empty());  // FSDP1 is what acc's FSDP is closest to
+  s.fsdp["fsdp_version"] = "2";
+  s.fsdp["fsdp_use_orig_params"] = "false";
+  SettingSources sources;
+  sources.config_path = "cfg.yaml";
+  sources.config_lines = {{"fsdp_version", 4}};
+  const auto notes = ignored_fsdp_notes(s, sources);
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_THAT(notes[0], HasSubstr("cfg.yaml:4: fsdp_version: 2 is ignored: acc has one FSDP, not torch's FSDP2"));
+  EXPECT_THAT(notes[1], HasSubstr("fsdp_use_orig_params: false is ignored: acc always keeps the model's own parameters"));
+  s.distributed_type = DistributedType::kMultiGpu;
+  EXPECT_TRUE(ignored_fsdp_notes(s, sources).empty());
 }
 
 TEST(Plan, SlurmStepGivesMachineRankAndMainHost) {

@@ -51,7 +51,7 @@ TEST(AccConfig, DefaultWritesABasicConfigAndNeverOverwritesWithoutForce) {
 
   f = run({ACC_CONFIG, "default", "--mixed_precision", "fp9", "--config_file", path + ".other"}, options);
   EXPECT_EQ(f.exit_code, 2);
-  EXPECT_THAT(f.err, HasSubstr("acc-config: error: --mixed_precision: bad value 'fp9'; allowed values: no, fp16, bf16, fp8"));
+  EXPECT_THAT(f.err, HasSubstr("acc-config: error: --mixed_precision: bad value 'fp9'; allowed values: no, fp16, bf16 (did you mean 'fp16'?)\n"));
 
   // ACC_CONFIG_FILE moves the default, and acc-launch finds it there.
   Options moved = options;
@@ -206,7 +206,7 @@ TEST(AccConfig, QuestionnaireOnAPseudoTerminal) {
   options.stdin_text = "1\nMULTI_CPU\n2\nfp16\n";  // machines, type, processes, precision
   const Finished f = run({"/usr/bin/script", "-q", "-e", "-c", std::string(ACC_CONFIG), "/dev/null"}, options);
   ASSERT_EQ(f.exit_code, 0) << f.out << f.err;
-  EXPECT_THAT(f.out, HasSubstr("Mixed precision? (no, fp16, bf16, fp8) [no]: "));
+  EXPECT_THAT(f.out, HasSubstr("Mixed precision? (no, fp16, bf16) [no]: "));
   EXPECT_THAT(f.out, HasSubstr("acc configuration saved at " + path));
   const std::string written = read_text(path);
   EXPECT_THAT(written, HasSubstr("distributed_type: MULTI_CPU"));

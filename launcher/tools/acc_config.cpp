@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
   std::string mixed_precision = "no";
   bool force = false;
   basic->add_option(flag_names("--config_file"), path, "Where to write the config")->option_text("PATH");
-  basic->add_option(flag_names("--mixed_precision"), mixed_precision, "no, fp16, bf16 or fp8; default no")
+  basic->add_option(flag_names("--mixed_precision"), mixed_precision, "no, fp16 or bf16; default no")
       ->option_text("MODE");
   basic->add_flag(flag_names("--force"), force, "Replace an existing config");
 
@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
     if (path.empty()) path = acc_default_config_path();
     const MachineFacts facts = probe_machine(current_environment());
     if (!interactive) {
-      const std::string mode = parse_mixed_precision(mixed_precision, "--mixed_precision");
+      const std::string mode = parse_acc_mixed_precision(mixed_precision, "--mixed_precision");
       if (std::filesystem::exists(path) && !force) {
         std::cerr << "acc-config: a config already exists at " << path
                   << "; not overwriting it (pass --force to replace it, or run acc-config to answer questions)\n";

@@ -9,6 +9,7 @@
 #include "config_file.h"
 #include "errors.h"
 #include "launch_command.h"
+#include "launch_refusals.h"
 #include "rank_environment.h"
 #include "system_info.h"
 #include "version.h"
@@ -33,14 +34,24 @@ std::string gpu_lines() {
   return count == 0 ? "none (nvidia-smi lists no GPU)" : std::to_string(count) + out;
 }
 
-std::string config_section(const std::string& explicit_path) {
+// The config, and what acc-launch would say of it before starting a rank: where it is invalid, what the
+// ranks would refuse (with the environment they would inherit, `env`), and what acc ignores.
+std::string config_section(const std::string& explicit_path, const EnvMap& env) {
   const std::optional<std::string> path = explicit_path.empty() ? find_default_config() : explicit_path;
   if (!path)
     return "not found (looked for " + acc_default_config_path() + " and " + accelerate_default_config_path() +
            "; write one with acc-config)";
   std::string out = *path;
   try {
-    read_config_file(*path);
+    const ConfigFile config = read_config_file(*path);
+    SettingSources sources;
+    sources.config_path = *path;
+    sources.config_lines = config.lines;
+    for (const LaunchRefusal& refusal : launch_refusals(configured_variables(config.settings, env), sources))
+      out += "\n    REFUSED: " + refusal.message +
+             (refusal.every_program ? " (acc-launch refuses this for any program)"
+                                    : " (acc-launch refuses this for acc programs, which refuse it at startup)");
+    for (const std::string& note : ignored_fsdp_notes(config.settings, sources)) out += "\n    note: " + note;
   } catch (const UsageError& e) {
     out += "\n    INVALID: " + std::string(e.what());
   }
@@ -106,6 +117,6 @@ int main(int argc, char** argv) {
             << "- CUDA_VISIBLE_DEVICES: " << (env.count("CUDA_VISIBLE_DEVICES") ? env.at("CUDA_VISIBLE_DEVICES") : "not set")
             << "\n"
             << "- Network to the other machines (Gloo): " << network_line(env, config_file) << "\n"
-            << "- acc-launch config: " << config_section(config_file) << "\n";
+            << "- acc-launch config: " << config_section(config_file, env) << "\n";
   return ExitCode::kOk;
 }

@@ -3,6 +3,7 @@
 #include <acc/fsdp.h>
 #include <acc/options.h>
 #include <acc_common/fsdp_vocabulary.h>
+#include <acc_common/refused_settings.h>
 
 #include <algorithm>
 #include <cctype>
@@ -17,20 +18,6 @@ std::string upper(std::string text) {
   std::transform(text.begin(), text.end(), text.begin(),
                  [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
   return text;
-}
-
-std::vector<std::string> split_names(const std::string& text) {
-  std::vector<std::string> out;
-  std::string current;
-  for (char c : text + ",") {
-    if (c == ',') {
-      if (!current.empty()) out.push_back(current);
-      current.clear();
-    } else if (!std::isspace(static_cast<unsigned char>(c))) {
-      current += c;
-    }
-  }
-  return out;
 }
 
 // The enums of acc/fsdp.h list their values in the order of the shared vocabulary
@@ -100,7 +87,19 @@ void resolve(T& out, const std::optional<T>& argument, const EnvLookup& env, con
 
 bool parse_bool(const std::string& text, const std::string& variable) { return parse_env_bool(variable, text); }
 
-std::vector<std::string> parse_names(const std::string& text, const std::string&) { return split_names(text); }
+// acc-launch and acc-env split the names the same way when they judge a launch (acc_common/refused_settings.h).
+std::vector<std::string> parse_names(const std::string& text, const std::string&) {
+  return common::split_class_names(text);
+}
+
+// A boolean (FSDP2's spelling). FSDP1's strategy names, which `accelerate config` writes here for fsdp_version
+// 1, are refused with where the strategy goes; acc-launch refuses them before starting the ranks.
+bool parse_reshard_after_forward(const std::string& text, const std::string& variable) {
+  if (const auto refusal = common::refuse_reshard_after_forward(text)) {
+    throw ConfigError("acc: " + variable + ": " + refusal->why + "; " + refusal->fix);
+  }
+  return parse_bool(text, variable);
+}
 
 int64_t parse_count(const std::string& text, const std::string& variable) {
   try {
@@ -122,11 +121,11 @@ ResolvedFsdpPlugin resolve_fsdp_plugin(const FullyShardedDataParallelPlugin& plu
   resolve(out.sync_module_states, plugin.sync_module_states(), env, env::kFsdpSyncModuleStates, parse_bool);
   resolve(out.cpu_ram_efficient_loading, plugin.cpu_ram_efficient_loading(), env, env::kFsdpCpuRamEfficientLoading,
           parse_bool);
-  if (out.cpu_ram_efficient_loading && !out.sync_module_states) {
-    // accelerate launch refuses this pair too: the empty processes would never get weights.
-    throw ConfigError("acc: FSDP cpu_ram_efficient_loading needs sync_module_states (the processes that build "
-                      "the model empty get the main process's weights through it): set "
-                      "FSDP_SYNC_MODULE_STATES=true, or FSDP_CPU_RAM_EFFICIENT_LOADING=false");
+  // accelerate launch refuses this pair too: the empty processes would never get weights.
+  if (const auto refusal = common::refuse_cpu_ram_efficient_loading(out.cpu_ram_efficient_loading,
+                                                                     out.sync_module_states)) {
+    throw ConfigError("acc: FSDP " + refusal->why + ": set FSDP_SYNC_MODULE_STATES=true, or "
+                      "FSDP_CPU_RAM_EFFICIENT_LOADING=false (" + refusal->fix + " in the config)");
   }
   resolve(out.auto_wrap_policy, plugin.auto_wrap_policy(), env, env::kFsdpAutoWrapPolicy, parse_auto_wrap_policy);
   resolve(out.transformer_cls_names_to_wrap, plugin.transformer_cls_names_to_wrap(), env,
@@ -135,7 +134,8 @@ ResolvedFsdpPlugin resolve_fsdp_plugin(const FullyShardedDataParallelPlugin& plu
   if (out.min_num_params < 0) {
     throw ConfigError("acc: FSDP min_num_params (" + std::to_string(out.min_num_params) + ") must not be negative");
   }
-  resolve(out.reshard_after_forward, plugin.reshard_after_forward(), env, env::kFsdpReshardAfterForward, parse_bool);
+  resolve(out.reshard_after_forward, plugin.reshard_after_forward(), env, env::kFsdpReshardAfterForward,
+          parse_reshard_after_forward);
   resolve(out.activation_checkpointing, plugin.activation_checkpointing(), env, env::kFsdpActivationCheckpointing,
           parse_bool);
   resolve(out.backward_prefetch, plugin.backward_prefetch(), env, env::kFsdpBackwardPrefetch, parse_backward_prefetch);
@@ -149,13 +149,15 @@ ResolvedFsdpPlugin resolve_fsdp_plugin(const FullyShardedDataParallelPlugin& plu
   return out;
 }
 
+// The rule is acc_common/refused_settings.h's, which acc-launch applies before starting the ranks.
 void check_fsdp_supported(const ResolvedFsdpPlugin& plugin) {
-  if (plugin.auto_wrap_policy == AutoWrapPolicy::TRANSFORMER_BASED_WRAP &&
-      plugin.transformer_cls_names_to_wrap.empty()) {
+  if (const auto refusal = common::refuse_auto_wrap(to_string(plugin.auto_wrap_policy),
+                                                    plugin.transformer_cls_names_to_wrap)) {
     throw ConfigError(
-        "acc: FSDP auto wrap policy TRANSFORMER_BASED_WRAP needs the module types to wrap, and C++ "
-        "models do not declare them: set FSDP_TRANSFORMER_CLS_TO_WRAP=Block (fsdp_transformer_layer_cls_to_wrap "
-        "in the config), or FullyShardedDataParallelPlugin().transformer_cls_names_to_wrap({\"Block\"})");
+        "acc: FSDP auto wrap policy " + refusal->why + ": set FSDP_TRANSFORMER_CLS_TO_WRAP=Block "
+        "(fsdp_transformer_layer_cls_to_wrap in the config), or "
+        "FullyShardedDataParallelPlugin().transformer_cls_names_to_wrap({\"Block\"}); or choose another "
+        "auto wrap policy (SIZE_BASED_WRAP, NO_WRAP)");
   }
 }
 

@@ -1,6 +1,7 @@
 #include <acc/environment.h>
 #include <acc/errors.h>
 #include <acc/options.h>
+#include <acc_common/refused_settings.h>
 
 #include <algorithm>
 #include <cctype>
@@ -39,18 +40,18 @@ MixedPrecision parse_mixed_precision(const std::string& text, const std::string&
   if (value == "no") return MixedPrecision::NO;
   if (value == "fp16") return MixedPrecision::FP16;
   if (value == "bf16") return MixedPrecision::BF16;
-  if (value == "fp8") {
-    throw ConfigError("acc: mixed precision 'fp8' (" + source +
-                      ") is not supported; use 'bf16' or 'fp16'");
+  // acc-launch refuses the same before starting the ranks (acc_common/refused_settings.h).
+  if (const auto refusal = common::refuse_mixed_precision(value)) {
+    throw ConfigError("acc: mixed precision '" + text + "' (" + source + ") is not supported: " + refusal->why +
+                      "; " + refusal->fix);
   }
   throw ConfigError("acc: unknown mixed precision '" + text + "' (" + source +
                     "); expected one of no, fp16, bf16");
 }
 
 bool parse_env_bool(const std::string& name, const std::string& value) {
-  auto v = lower(value);
-  if (v == "y" || v == "yes" || v == "t" || v == "true" || v == "on" || v == "1") return true;
-  if (v == "n" || v == "no" || v == "f" || v == "false" || v == "off" || v == "0") return false;
+  // The spellings acc-launch reads too, when it judges a launch before starting it.
+  if (const auto parsed = common::parse_boolean(value)) return *parsed;
   throw ConfigError("acc: " + name + "='" + value +
                     "' is not a boolean; use one of 1/0, true/false, yes/no, on/off");
 }
