@@ -38,7 +38,7 @@ TEST(Stall, AWaitingRankNamesTheLateRankOnceAndWaitsOn) {
     const std::string& out = result.ranks[rank].output;
     EXPECT_EQ(count(out, "has waited"), 1) << result.describe();
     EXPECT_THAT(out, HasSubstr("acc: rank " + std::to_string(rank) + " has waited 1 s in its "));
-    EXPECT_THAT(out, HasSubstr("collective (reduce(sum)): rank 2 has not reached it (busy outside it, stopped, or exited)"));
+    EXPECT_THAT(out, HasSubstr("collective (reduce(sum) of Float[1]): rank 2 has not reached it (busy outside it, stopped, or exited)"));
     EXPECT_THAT(out, HasSubstr(std::string("rank ") + (rank == 0 ? "1" : "0") + " is in it too"));
     EXPECT_THAT(out, HasSubstr("It waits on until the timeout (20 s)"));
   }
@@ -60,13 +60,32 @@ TEST(Stall, RanksInDifferentCollectivesAreNamedWithWhereEachOneIs) {
     EXPECT_THAT(out, Not(HasSubstr("enforce fail")));
   }
   EXPECT_THAT(result.ranks[2].output, HasSubstr("RAISED: acc: gather (shape check) failed on rank 2"));
-  EXPECT_THAT(result.ranks[2].output, HasSubstr("collective (reduce(sum)) instead"));
+  EXPECT_THAT(result.ranks[2].output, HasSubstr("collective (reduce(sum) of Float[1]) instead"));
   // The stall report came before the error, on every rank, and c10d's own warnings about the slices
   // of the wait do not show.
   for (const auto& rank : result.ranks) {
     EXPECT_EQ(count(rank.output, "has waited"), 1) << result.describe();
     EXPECT_THAT(rank.output, Not(HasSubstr("waitForInput")));
   }
+}
+
+TEST(Stall, ASkippedCollectiveIsNamedInsteadOfGloosOwnError) {
+  // Rank 2 skips the reduce the others call and goes on to the next one, of a larger tensor: Gloo
+  // pairs it with the others' first reduce (whose size differs), and what follows never completes.
+  const SpawnResult result = spawn_ranks(worker(), {"skip_to_larger"}, 3, seconds(90));
+  ASSERT_FALSE(result.timed_out) << result.describe();
+  ASSERT_TRUE(result.all_succeeded()) << result.describe();
+  for (const auto& rank : result.ranks) {
+    EXPECT_THAT(rank.output, HasSubstr("the ranks are not in the same collective; this rank was in its "))
+        << result.describe();
+    EXPECT_THAT(rank.output, HasSubstr("the ranks do not call the same collectives in the same order"));
+    EXPECT_THAT(rank.output, Not(HasSubstr("EnforceNotMet")));
+    EXPECT_THAT(rank.output, Not(HasSubstr("enforce fail")));
+  }
+  // Gloo completed the first reduce of ranks 0 and 1 with rank 2's reduce of another size; the next
+  // one waits for a peer that is already past it.
+  EXPECT_THAT(result.ranks[0].output, HasSubstr("rank 2 failed in its 1st collective (reduce(sum) of Float[3]) instead"));
+  EXPECT_THAT(result.ranks[2].output, HasSubstr("rank 0 failed in its 2nd collective (reduce(sum) of Float[3]) instead"));
 }
 
 TEST(UncaughtError, AnAccErrorEndsTheProgramWithItsMessageAndExitStatusOne) {

@@ -4,6 +4,7 @@
 //                   rank checks the sum (the wait went on after the report).
 //   skip            the last rank skips the reduce and goes on to gather: every rank must raise an
 //                   acc::DistributedError (caught: "RAISED: <message>", exit 0).
+//   skip_to_larger  the same, the last rank going on to the next reduce, of a larger tensor.
 //   uncaught TYPE   throws an uncaught acc::ConfigError ("config") or std::logic_error ("other").
 // Options: a stall report interval of 1500 ms and a timeout of 20 s.
 #include <ATen/ops/full.h>
@@ -43,10 +44,16 @@ int main(int argc, char** argv) {
     std::cout << "OK" << std::endl;
     return 0;
   }
-  if (mode == "skip") {
+  if (mode == "skip" || mode == "skip_to_larger") {
     try {
       if (!last) accelerator.reduce(one, acc::ReduceOp::SUM);
-      accelerator.gather(one);
+      if (mode == "skip") {
+        accelerator.gather(one);
+      } else {
+        // The next reduce, of another size: Gloo pairs it with the others' reduce of `one` and fails
+        // with its own EnforceNotMet on the size.
+        accelerator.reduce(at::full({3}, 1.0f), acc::ReduceOp::SUM);
+      }
       accelerator.reduce(one, acc::ReduceOp::SUM);
     } catch (const acc::DistributedError& e) {
       std::cout << "RAISED: " << e.what() << std::endl;

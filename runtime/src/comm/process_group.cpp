@@ -137,13 +137,13 @@ void ProcessGroup::fail(const std::string& what, Milliseconds timeout,
                          "AcceleratorOptions().timeout(...).");
 }
 
-std::string ProcessGroup::absent_peers(const std::string& what, Milliseconds timeout) const {
+std::string ProcessGroup::absent_peers(const std::string& where, Milliseconds timeout, std::string& cause) const {
   // Every rank whose collective fails posts where it failed and gives its peers a moment to do the
   // same (their deadlines expire within moments of each other); a peer that never posts did not take
   // part: it is stuck outside the collective, or has exited. One that failed or waits elsewhere
   // called another collective.
   const Milliseconds grace = std::clamp(timeout / 10, Milliseconds(1000), Milliseconds(5000));
-  const RankPosition mine{position(), RankState::kFailed, what};
+  const RankPosition mine{position(), RankState::kFailed, where};
   std::vector<std::optional<RankPosition>> positions;
   try {
     post_position(*store_, rank_, mine);
@@ -156,6 +156,18 @@ std::string ProcessGroup::absent_peers(const std::string& what, Milliseconds tim
       if (all_failed || std::chrono::steady_clock::now() >= give_up) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
+    // Rank 0 serves the store: once it returns, its program usually ends and the store with it. It
+    // waits (within the same grace) until every peer has read the positions too.
+    store_->set("acc/positions_read/" + std::to_string(rank_), std::vector<uint8_t>{1});
+    if (rank_ == 0) {
+      auto all_read = [&] {
+        for (int r = 1; r < size_; ++r)
+          if (!store_->check({"acc/positions_read/" + std::to_string(r)})) return false;
+        return true;
+      };
+      while (!all_read() && std::chrono::steady_clock::now() < give_up + grace)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
   } catch (const std::exception&) {
     return rank_ == 0 ? "" : "; rank 0, which serves the job's store, does not answer either: it has exited";
   }
@@ -164,6 +176,9 @@ std::string ProcessGroup::absent_peers(const std::string& what, Milliseconds tim
     all_with_me = all_with_me && (r == rank_ || (positions[r] && positions[r]->collective == mine.collective &&
                                                  positions[r]->what == mine.what));
   if (all_with_me) return "";
+  // The backend's own error about ranks in different collectives (Gloo's EnforceNotMet on a size it
+  // did not expect, a timeout) says nothing the user can act on; where each rank is does.
+  if (calls_differ(positions, rank_, mine)) cause = "the ranks are not in the same collective";
   return "; this rank was in " + describe_position(mine) + ": " + describe_peers(positions, rank_, mine);
 }
 
@@ -201,7 +216,8 @@ Milliseconds ProcessGroup::wait_and_report_stall(const std::function<bool(Millis
 }
 
 void ProcessGroup::wait(const c10::intrusive_ptr<c10d::Work>& work, const std::string& what,
-                        Milliseconds timeout) const {
+                        Milliseconds timeout, const std::string& operand) const {
+  const std::string where = operand.empty() ? what : what + " of " + operand;
   std::string cause;
   try {
     bool posted = false;
@@ -215,9 +231,9 @@ void ProcessGroup::wait(const c10::intrusive_ptr<c10d::Work>& work, const std::s
       }
     };
     const Milliseconds left =
-        cuda_ == CudaCollectives::kNccl ? timeout : wait_and_report_stall(wait_for, what, timeout, posted);
+        cuda_ == CudaCollectives::kNccl ? timeout : wait_and_report_stall(wait_for, where, timeout, posted);
     if (work->wait(left)) {
-      if (posted) post_position(*store_, rank_, {position(), RankState::kDone, what});
+      if (posted) post_position(*store_, rank_, {position(), RankState::kDone, where});
       return;
     }
     cause = "the operation did not complete";
@@ -226,15 +242,25 @@ void ProcessGroup::wait(const c10::intrusive_ptr<c10d::Work>& work, const std::s
   } catch (const std::exception& e) {
     cause = error_text(e);
   }
-  fail(what, timeout, cause + absent_peers(what, timeout));
+  const std::string peers = absent_peers(where, timeout, cause);
+  fail(what, timeout, cause + peers);
 }
+
+namespace {
+// "float[2, 3]": what a rank's position says of the tensor it exchanges.
+std::string operand_text(const at::Tensor& tensor) {
+  std::string text = std::string(c10::toString(tensor.scalar_type())) + "[";
+  for (int64_t d = 0; d < tensor.dim(); ++d) text += (d ? ", " : "") + std::to_string(tensor.size(d));
+  return text + "]";
+}
+}  // namespace
 
 void ProcessGroup::all_reduce_(at::Tensor& tensor, c10d::ReduceOp op, const std::string& what) {
   std::vector<at::Tensor> tensors{tensor};
   c10d::AllreduceOptions options;
   options.reduceOp = op;
   options.timeout = timeout_for(tensor);
-  wait(launched(backend_for(tensor).allreduce(tensors, options)), what, options.timeout);
+  wait(launched(backend_for(tensor).allreduce(tensors, options)), what, options.timeout, operand_text(tensor));
 }
 
 void ProcessGroup::broadcast_(at::Tensor& tensor, int root, const std::string& what) {
@@ -242,7 +268,7 @@ void ProcessGroup::broadcast_(at::Tensor& tensor, int root, const std::string& w
   c10d::BroadcastOptions options;
   options.rootRank = root;
   options.timeout = timeout_for(tensor);
-  wait(launched(backend_for(tensor).broadcast(tensors, options)), what, options.timeout);
+  wait(launched(backend_for(tensor).broadcast(tensors, options)), what, options.timeout, operand_text(tensor));
 }
 
 std::vector<at::Tensor> ProcessGroup::all_gather(const at::Tensor& tensor, const std::string& what) {
@@ -252,7 +278,7 @@ std::vector<at::Tensor> ProcessGroup::all_gather(const at::Tensor& tensor, const
   std::vector<at::Tensor> inputs{input};
   c10d::AllgatherOptions options;
   options.timeout = timeout_for(tensor);
-  wait(launched(backend_for(tensor).allgather(outputs, inputs, options)), what, options.timeout);
+  wait(launched(backend_for(tensor).allgather(outputs, inputs, options)), what, options.timeout, operand_text(input));
   return outputs[0];
 }
 
@@ -329,7 +355,9 @@ std::vector<std::string> ProcessGroup::all_gather_strings(const std::string& val
       result.emplace_back(bytes.begin(), bytes.end());
     }
   } catch (const std::exception& e) {
-    fail(what, gloo_timeout_, error_text(e) + (timed_out ? absent_peers(what, gloo_timeout_) : ""));
+    std::string cause = error_text(e);
+    const std::string peers = timed_out ? absent_peers(what, gloo_timeout_, cause) : "";
+    fail(what, gloo_timeout_, cause + peers);
   }
   return result;
 }

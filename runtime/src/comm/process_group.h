@@ -85,8 +85,10 @@ class ProcessGroup {
 
   /// Waits for `work`; any failure or expired deadline throws DistributedError about `what`, naming
   /// the ranks that were not in it (comm/rank_positions.h).
-  void wait(const c10::intrusive_ptr<c10d::Work>& work, const std::string& what,
-            Milliseconds timeout) const;
+  /// `operand` ("float[3]"), when given, is part of this rank's position: ranks in the same collective
+  /// with tensors of different sizes called different ones.
+  void wait(const c10::intrusive_ptr<c10d::Work>& work, const std::string& what, Milliseconds timeout,
+            const std::string& operand = {}) const;
   /// Rethrows the current exception as DistributedError about `what`.
   [[noreturn]] void fail(const std::string& what, Milliseconds timeout,
                          const std::string& cause) const;
@@ -124,7 +126,8 @@ class ProcessGroup {
   RingCollectives& ring();  // started by the first flat CPU collective
   /// After a failed collective: "; this rank was in ...: rank 2 has not reached it ..." naming the
   /// peers that did not fail in it too, or "" when all did.
-  std::string absent_peers(const std::string& what, Milliseconds timeout) const;
+  /// Replaces `cause` (the backend's error) when the ranks are in different collectives.
+  std::string absent_peers(const std::string& where, Milliseconds timeout, std::string& cause) const;
   /// The first part of wait(): reports a stall once; returns the time left for the rest of the wait
   /// (1 ms when the work has completed). `posted`: this rank's position is in the store.
   /// `wait_for(slice)` waits up to `slice` and says whether the exchange has completed.

@@ -88,6 +88,16 @@ std::string describe_position(const RankPosition& position) {
   return "its " + ordinal(position.collective) + " collective (" + position.what + ")";
 }
 
+bool calls_differ(const std::vector<std::optional<RankPosition>>& positions, int rank, const RankPosition& mine) {
+  for (int r = 0; r < static_cast<int>(positions.size()); ++r) {
+    const auto& position = positions[static_cast<size_t>(r)];
+    if (r != rank && position && position->state != RankState::kDone &&
+        (position->collective != mine.collective || position->what != mine.what))
+      return true;
+  }
+  return false;
+}
+
 std::string describe_peers(const std::vector<std::optional<RankPosition>>& positions, int rank,
                            const RankPosition& mine) {
   std::vector<int> missing, with_me;

@@ -38,6 +38,9 @@ std::vector<std::optional<RankPosition>> read_positions(c10d::Store& store, int 
 std::string describe_peers(const std::vector<std::optional<RankPosition>>& positions, int rank,
                            const RankPosition& mine);
 
+// Whether a peer waits or failed in another collective than `mine` (the ranks' calls differ).
+bool calls_differ(const std::vector<std::optional<RankPosition>>& positions, int rank, const RankPosition& mine);
+
 // "its 12th collective (accelerator.reduce)".
 std::string describe_position(const RankPosition& position);
 
