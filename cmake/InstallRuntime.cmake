@@ -19,6 +19,8 @@ set(ACC_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/acc)
 install(EXPORT accTargets NAMESPACE acc:: DESTINATION ${ACC_CMAKE_DIR})
 # The Torch location this libacc was built against; users may still override with Torch_DIR.
 get_filename_component(ACC_TORCH_CMAKE_DIR "${Torch_DIR}" ABSOLUTE)
+# Its version: accConfig.cmake refuses a libtorch of another minor version.
+set(ACC_BUILT_TORCH_VERSION "${Torch_VERSION}")
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/accConfig.cmake.in
   ${CMAKE_CURRENT_BINARY_DIR}/accConfig.cmake INSTALL_DESTINATION ${ACC_CMAKE_DIR})
 write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/accConfigVersion.cmake

@@ -3,6 +3,7 @@
 #include "ShellQuote.h"
 
 #include <llvm/Support/FileSystem.h>
+#include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/Path.h>
 
 namespace fs = llvm::sys::fs;
@@ -26,6 +27,29 @@ std::string configDirUnder(const std::string &prefix) {
   return (path::is_absolute(libdir) ? libdir.str() : prefix + "/" + libdir.str()) + "/cmake/acc";
 }
 
+// The Torch_DIR acc was built against: accConfig.cmake's line `set(acc_TORCH_DIR "<dir>")`
+// (cmake/accConfig.cmake.in writes it on a line of its own for this reader), if <dir> still exists.
+std::string recordedTorchDir(const std::string &configDir) {
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file = llvm::MemoryBuffer::getFile(configDir + "/accConfig.cmake");
+  if (!file) return "";
+  llvm::SmallVector<llvm::StringRef, 64> lines;
+  (*file)->getBuffer().split(lines, '\n');
+  for (llvm::StringRef line : lines) {
+    line = line.trim();
+    if (!line.consume_front("set(acc_TORCH_DIR \"") || !line.consume_back("\")")) continue;
+    return !line.empty() && fs::is_directory(line) ? line.str() : "";
+  }
+  return "";
+}
+
+// The package found in `dir`.
+AccPackage foundIn(const std::string &dir) {
+  AccPackage package;
+  package.dir = dir;
+  package.torchDir = recordedTorchDir(dir);
+  return package;
+}
+
 }  // namespace
 
 AccPackage findAccPackage(const char *argv0) {
@@ -36,10 +60,7 @@ AccPackage findAccPackage(const char *argv0) {
   if (bin == realPath(ACC_BUILD_BIN_DIR)) {
     // A build tree: its accConfig.cmake (runtime/) includes the accTargets.cmake only an install has.
     for (const std::string &dir : {build, build + "/runtime"})
-      if (hasConfig(dir) && fs::exists(dir + "/accTargets.cmake")) {
-        package.dir = dir;
-        return package;
-      }
+      if (hasConfig(dir) && fs::exists(dir + "/accTargets.cmake")) return foundIn(dir);
     package.installedDir = configDirUnder("<prefix>");
     std::string install = "cmake --install " + shellQuote(build) + " --prefix <prefix>";
     package.missing =
@@ -60,10 +81,7 @@ AccPackage findAccPackage(const char *argv0) {
   if (!path::is_absolute(bindir) && llvm::StringRef(bin).endswith("/" + bindir.str()))
     prefix = bin.substr(0, bin.size() - bindir.size() - 1);
   std::string dir = configDirUnder(prefix);
-  if (hasConfig(dir)) {
-    package.dir = dir;
-    return package;
-  }
+  if (hasConfig(dir)) return foundIn(dir);
   package.installedDir = dir;
   package.missing = "acc's package is not installed beside this acc-migrate (no " + dir +
                     "/accConfig.cmake): install acc's runtime into " + prefix +

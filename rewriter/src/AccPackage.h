@@ -12,6 +12,11 @@ struct AccPackage {
   // that install will put it in (with "<prefix>" for a prefix the user chooses).
   std::string missing;
   std::string installedDir;
+  // The libtorch acc was built against (its TorchConfig.cmake's directory, a value for -DTorch_DIR),
+  // as the package config records it; "" when unknown or no longer there. A migrated project whose
+  // own find_package(Torch) comes before find_package(acc) needs it on a fresh build directory, and
+  // accConfig.cmake refuses a libtorch of another minor version.
+  std::string torchDir;
 };
 
 // From acc-migrate's own location (`argv0`): an install (<prefix>/bin/acc-migrate) has it in

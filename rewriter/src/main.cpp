@@ -142,7 +142,8 @@ void warnSelectionLeftOut(const std::string &spec, const std::vector<UnitResult>
 
 // cmake-link made these projects find acc (the directories of the CMakeLists.txt it gave
 // find_package(acc)): the line that configures each with this acc, whose package config the
-// project's CMake would not otherwise find (or would find another acc's).
+// project's CMake would not otherwise find (or would find another acc's), and the libtorch it was
+// built against.
 void printAccConfigureLines(const std::vector<FileChange> &changes, const Options &options, const std::string &base,
                             const CompileFlags &flags, const char *argv0) {
   std::vector<std::string> tops;
@@ -168,6 +169,10 @@ void printAccConfigureLines(const std::vector<FileChange> &changes, const Option
     std::string build = ownBuild ? flags.userBuildDir : where + "/build";
     std::string configure = "cmake -S " + shellQuote(displayPath(where)) + " -B " + shellQuote(displayPath(build)) +
                             " -Dacc_DIR=" + (acc.dir.empty() ? acc.installedDir : shellQuote(acc.dir));
+    // A fresh build directory also needs the libtorch acc was built against: cmake-link puts
+    // find_package(acc) after the project's own find_package(Torch), which would find none (or
+    // another, which accConfig.cmake refuses). The user's own build keeps the libtorch it found.
+    if (!ownBuild && !acc.torchDir.empty()) configure += " -DTorch_DIR=" + shellQuote(acc.torchDir);
     llvm::errs() << "acc-migrate: the migrated project " << displayPath(where) << " calls find_package(acc)";
     if (acc.dir.empty())
       llvm::errs() << ", but " << acc.missing << "; then configure it (with the options you build it with):\n";

@@ -40,15 +40,15 @@ done
 # The configure line it printed: -Dacc_DIR of the install it runs from.
 line=$(sed -n 's/^    \(cmake -S .* -Dacc_DIR=.*\)$/\1/p' "$work/migrate.log")
 case $line in
-  "cmake -S . -B build -Dacc_DIR=$work/prefix/"*/cmake/acc) ;;
-  *) echo "FAIL: acc-migrate printed no configure line with -Dacc_DIR=$work/prefix/.../cmake/acc:"
+  "cmake -S . -B build -Dacc_DIR=$work/prefix/"*"/cmake/acc -DTorch_DIR=$torch_dir") ;;
+  *) echo "FAIL: acc-migrate printed no configure line with -Dacc_DIR=$work/prefix/.../cmake/acc -DTorch_DIR=$torch_dir:"
      cat "$work/migrate.log"; exit 1 ;;
 esac
 
 build "$work/original" "$work/original-build" -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
-# The printed line as printed, with what the user adds for their machine: this build's Torch,
-# generator and compiler launcher (acc_DIR is the line's; no CMAKE_PREFIX_PATH to find acc).
-(cd "$work/migrated" && eval "$line" -G Ninja -DTorch_DIR="$torch_dir" "${launcher[@]}") > "$work/migrated-build.log" 2>&1 &&
+# The printed line as printed, with what the user adds for their machine: this build's generator and
+# compiler launcher (acc_DIR and Torch_DIR are the line's; no CMAKE_PREFIX_PATH to find either).
+(cd "$work/migrated" && eval "$line" -G Ninja "${launcher[@]}") > "$work/migrated-build.log" 2>&1 &&
   cmake --build "$work/migrated/build" >> "$work/migrated-build.log" 2>&1 ||
   { echo "FAIL: configuring and building with '$line':"; tail -40 "$work/migrated-build.log"; exit 1; }
 
