@@ -10,6 +10,7 @@
 //   uneven <dir> <S>              3 passes over a loader with even_batches(false), whose ranks get
 //                                 different numbers of batches; save_state(dir) in pass 1 after
 //                                 S batches of the loop (S = 0: after the loop); prints each batch
+//   save-error <dir>              save_state(dir), which must fail: prints "CheckpointError: <what>"
 //   uneven-resume <dir>           load_state(dir), then the passes left, printed the same way
 // Exits 0 on success; prints "FAIL: ..." and exits 1 otherwise.
 #include <torch/torch.h>
@@ -228,6 +229,19 @@ int main(int argc, char** argv) {
       UnevenRun run;
       run.accelerator.load_state(argv[2]);
       run.run();
+      return 0;
+    }
+    if (mode == "save-error" && argc == 3) {
+      // save_state into a directory that cannot be written: prints the error's type and message.
+      acc::Accelerator accelerator(options());
+      auto model = torch::nn::Linear(2, 2);
+      accelerator.prepare(model);
+      try {
+        accelerator.save_state(argv[2]);
+        fail("save_state into '" + std::string(argv[2]) + "' succeeded");
+      } catch (const acc::CheckpointError& error) {
+        std::cout << "CheckpointError: " << error.what() << std::endl;
+      }
       return 0;
     }
     if (mode == "resume" && argc == 5) {

@@ -8,6 +8,16 @@
 
 namespace acc {
 
+/// The layout save_state writes (load_state reads both, telling them apart by their files).
+enum class CheckpointFormat {
+  /// acc's own: crash-safe, checksummed, fast to load; libtorch archives for the small files.
+  Acc,
+  /// Python Accelerate's: model.safetensors, optimizer.bin (PyTorch's optimizer state_dict as a
+  /// torch.save pickle), scheduler.bin, random_states_{rank}.pkl, so that
+  /// `accelerator.load_state(dir)` in Python continues the run. Whole tensors only (not FSDP).
+  Accelerate,
+};
+
 struct ProjectConfiguration {
   /// Root of the project: automatic checkpoints go to {project_dir}/checkpoints/checkpoint_{n}.
   TORCH_ARG(std::string, project_dir) = "";
@@ -25,6 +35,9 @@ struct ProjectConfiguration {
   /// load_state checks every file against the CRC-32C save_state recorded (checksums_<rank>.txt) and
   /// names a damaged one. Costs a pass over the bytes at several GB/s; false loads without it.
   TORCH_ARG(bool, verify_checksums) = true;
+  /// What save_state writes: acc's layout, or Accelerate's for a run that continues in Python
+  /// (docs/checkpointing.md, "Continuing in Python, or from Python").
+  TORCH_ARG(CheckpointFormat, checkpoint_format) = CheckpointFormat::Acc;
 };
 
 }  // namespace acc

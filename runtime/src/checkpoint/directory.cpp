@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <regex>
@@ -50,6 +52,17 @@ bool writer_is_gone(const std::string& path) {
   return free;
 }
 
+// save_state's error when the checkpoint's folder cannot be written: the user's directory and the
+// system's reason, never the hidden temporary (an implementation detail) or a std::filesystem_error.
+[[noreturn]] void throw_unwritable(const std::string& final_path, const std::string& parent, int error) {
+  std::string reason = std::strerror(error);
+  if (!reason.empty()) reason[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(reason[0])));
+  throw CheckpointError("acc: save_state cannot write the checkpoint '" + final_path + "': '" + parent +
+                        "' is not writable (" + reason + "). Pass save_state a directory this process can "
+                        "write (check its permissions, that its filesystem is mounted read-write and that no "
+                        "file stands where a directory is expected), or set ProjectConfiguration().project_dir to one");
+}
+
 }  // namespace
 
 CheckpointDirectoryWriter::CheckpointDirectoryWriter(std::string final_path, const std::string& token, bool create)
@@ -65,9 +78,14 @@ CheckpointDirectoryWriter::CheckpointDirectoryWriter(std::string final_path, con
     return;
   }
   const auto parent = parent_of(final_);
-  fs::create_directories(parent);
+  std::error_code created;
+  fs::create_directories(parent, created);
+  if (created) throw_unwritable(final_, parent, created.value());
   remove_abandoned_checkpoints(parent, fs::path(final_).filename().string());
-  if (::mkdir(temporary_.c_str(), 0777) != 0) throw_system_error("create the checkpoint directory", temporary_);
+  if (::mkdir(temporary_.c_str(), 0777) != 0) {
+    if (errno != EEXIST) throw_unwritable(final_, parent, errno);
+    throw_system_error("create the checkpoint directory", temporary_);  // a name collision: ours to explain
+  }
   lock_fd_ = ::open(temporary_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (lock_fd_ < 0 || ::flock(lock_fd_, LOCK_EX) != 0) throw_system_error("lock", temporary_);
 }

@@ -18,6 +18,7 @@
 #include "checkpoint/archive_file.h"
 #include "checkpoint/checksums.h"
 #include "checkpoint/file_io.h"
+#include "checkpoint/model_tensors.h"
 #include "checkpoint/tensor_copy.h"
 #include "checkpoint/weights_files.h"
 
@@ -153,6 +154,13 @@ void save_model_file(const torch::nn::Module& module, const std::string& path) {
   safetensors::save_file(unique_model_state(module), path);
 }
 
+void detail::save_model_file_with_prefix(const torch::nn::Module& module, const std::string& path,
+                                         const std::string& prefix) {
+  auto state = unique_model_state(module);
+  for (auto& entry : state) entry.first = prefix + entry.first;
+  safetensors::save_file(state, path);
+}
+
 safetensors::NamedTensors model_state(const torch::nn::Module& module) {
   safetensors::NamedTensors out;
   collect_state(module, "", out);
@@ -286,9 +294,14 @@ std::string LoadReport::describe() const {
 }
 
 LoadReport load_checkpoint_in_model(torch::nn::Module& module, const std::string& path, bool strict) {
-  const auto model = model_state(module);
   std::map<std::string, at::Tensor> checkpoint;
   for (auto& [name, tensor] : read_checkpoint(path)) checkpoint.emplace(name, std::move(tensor));
+  return detail::load_named_tensors(module, std::move(checkpoint), path, strict);
+}
+
+LoadReport detail::load_named_tensors(torch::nn::Module& module, std::map<std::string, at::Tensor> checkpoint,
+                                      const std::string& path, bool strict) {
+  const auto model = model_state(module);
 
   LoadReport report;
   std::set<AliasKey> loaded;

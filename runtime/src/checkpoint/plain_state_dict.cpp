@@ -15,6 +15,8 @@ namespace {
 
 class PlainStateDictLayout : public StateDictLayout {
  public:
+  bool whole_tensors() const override { return true; }
+
   void save_model(torch::nn::Module& model, const std::string& stem, bool writer, const FileFor& file) override {
     if (writer) save_model_file(model, file(stem + ".safetensors"));
   }

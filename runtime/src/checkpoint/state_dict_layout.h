@@ -21,6 +21,10 @@ class StateDictLayout {
  public:
   virtual ~StateDictLayout() = default;
 
+  /// True for the plain layout (whole tensors on every process): the only one whose state
+  /// Accelerate's save_state layout (CheckpointFormat::Accelerate) can hold.
+  virtual bool whole_tensors() const { return false; }
+
   /// The path to write checkpoint file `name` to (the caller records it for fsync).
   using FileFor = std::function<std::string(const std::string& name)>;
 

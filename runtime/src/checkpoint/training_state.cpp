@@ -20,6 +20,7 @@
 #include <acc/warnings.h>
 #include <acc_common/new_file.h>
 
+#include "checkpoint/accelerate_format.h"
 #include "checkpoint/archive_file.h"
 #include "checkpoint/checksums.h"
 #include "checkpoint/directory.h"
@@ -51,20 +52,10 @@ void load_archive(const LoadFunction& load, const std::string& path, c10::Device
   read_values(path, [&] { load(archive); });
 }
 
-std::vector<at::Generator> generators() {
-  std::vector<at::Generator> out{at::detail::getDefaultCPUGenerator()};
-  if (at::globalContext().hasCUDA()) {
-    for (c10::DeviceIndex i = 0; i < at::detail::getCUDAHooks().deviceCount(); ++i) {
-      out.push_back(at::globalContext().defaultGenerator(c10::Device(c10::kCUDA, i)));
-    }
-  }
-  return out;
-}
-
 void save_rank_state(const CheckpointContext& context, const std::string& path) {
   save_archive(
       [&](torch::serialize::OutputArchive& archive) {
-        const auto all = generators();
+        const auto all = rng_generators();
         for (size_t i = 0; i < all.size(); ++i) {
           auto generator = all[i];
           std::lock_guard<std::mutex> lock(generator.mutex());
@@ -81,7 +72,7 @@ void load_rank_state(CheckpointContext& context, const std::string& path) {
       [&](torch::serialize::InputArchive& archive) {
         c10::IValue count;
         archive.read("num_generators", count);
-        const auto all = generators();
+        const auto all = rng_generators();
         if (count.toInt() != static_cast<int64_t>(all.size())) {
           warn("'" + path + "' holds " + std::to_string(count.toInt()) +
                " generator states but this process has " + std::to_string(all.size()) +
@@ -159,7 +150,8 @@ std::string load_source(const ProjectConfiguration& project, const std::string& 
     }
   }
   if (!fs::is_directory(source)) throw CheckpointError("acc: checkpoint directory '" + source + "' does not exist");
-  if (!is_complete_checkpoint(source)) {
+  // Python Accelerate writes no marker (nor crash-safely): its directories are taken as they are.
+  if (!is_complete_checkpoint(source) && !is_accelerate_checkpoint(source)) {
     throw CheckpointError("acc: '" + source + "' has no " + kCheckpointCompleteMarker +
                           " marker: its save was interrupted or it was not written by save_state");
   }
@@ -211,9 +203,35 @@ class CheckpointFiles {
   std::vector<std::string> written_;
 };
 
+// Python's tools for sharded checkpoints (torch.distributed.checkpoint's dcp_to_torch_save,
+// `accelerate merge-weights`) need DCP's .metadata, a pickle of DCP's private Python classes that
+// acc does not write (docs/checkpointing.md): a checkpoint with shard files says so in a README
+// beside them, naming acc's own tool.
+const char* kShardedReadme = "README.txt";
+std::string sharded_readme() {
+  return "This checkpoint was written by acc (C++) with FSDP_STATE_DICT_TYPE=SHARDED_STATE_DICT.\n"
+         "\n"
+         "Its shards (model.shard-R-of-N.safetensors, optimizer.shard-R-of-N.safetensors) are acc's layout, not\n"
+         "torch.distributed.checkpoint's: Python's dcp_to_torch_save and `accelerate merge-weights` cannot read\n"
+         "them (they look for a .metadata file). Merge them with acc's tool instead:\n"
+         "\n"
+         "    acc-merge-weights <this directory> <output directory>\n"
+         "\n"
+         "It writes <output directory>/model.safetensors (model_1.safetensors, ... for further models), what\n"
+         "`accelerate merge-weights` writes: safetensors.torch.load_file or model.load_state_dict read it in Python,\n"
+         "acc::load_checkpoint_in_model in C++. acc's load_state reads the shards directly, on any number of\n"
+         "processes.\n";
+}
+
+bool is_shard_file(const std::string& name) { return name.find(".shard-") != std::string::npos; }
+
 void save_objects(const CheckpointContext& context, bool writer, CheckpointFiles& files) {
   const CheckpointRegistry& registry = *context.registry;
-  auto file = [&files](const std::string& name) { return files.file(name); };
+  bool sharded = false;
+  auto file = [&files, &sharded](const std::string& name) {
+    sharded = sharded || is_shard_file(name);
+    return files.file(name);
+  };
   for (size_t i = 0; i < registry.models().size(); ++i) {
     context.layout->save_model(*registry.models()[i], numbered("model", i, ""), writer, file);
   }
@@ -229,6 +247,9 @@ void save_objects(const CheckpointContext& context, bool writer, CheckpointFiles
       files.write("custom_checkpoint_" + std::to_string(i) + ".bin",
                   [&](const std::string& path) { save_archive(registry.custom()[i].save, path); });
     }
+  }
+  if (writer && sharded) {
+    files.write(kShardedReadme, [](const std::string& path) { write_text_file(path, sharded_readme()); });
   }
   files.write(rank_file(context.state->process_index()),
               [&](const std::string& path) { save_rank_state(context, path); });
@@ -262,6 +283,16 @@ void remove_old_checkpoints(const ProjectConfiguration& project, int64_t saved) 
 
 }  // namespace
 
+std::vector<at::Generator> rng_generators() {
+  std::vector<at::Generator> out{at::detail::getDefaultCPUGenerator()};
+  if (at::globalContext().hasCUDA()) {
+    for (c10::DeviceIndex i = 0; i < at::detail::getCUDAHooks().deviceCount(); ++i) {
+      out.push_back(at::globalContext().defaultGenerator(c10::Device(c10::kCUDA, i)));
+    }
+  }
+  return out;
+}
+
 void require_checkpoint_file(const std::string& path) {
   if (!fs::exists(path)) {
     throw CheckpointError("acc: the checkpoint has no '" + path +
@@ -276,7 +307,11 @@ std::string save_training_state(CheckpointContext& context, const std::string& d
   const std::string target = save_target(project, directory);
   const bool writer = project.save_on_each_node() ? state.is_local_main_process() : state.is_main_process();
   CheckpointFiles files(target, writer, state);
-  save_objects(context, writer, files);
+  if (project.checkpoint_format() == CheckpointFormat::Accelerate) {
+    save_accelerate_state(context, writer, [&files](const std::string& name) { return files.file(name); });
+  } else {
+    save_objects(context, writer, files);
+  }
   files.commit(writer, state);
   if (directory.empty()) {
     if (writer) remove_old_checkpoints(project, project.iteration());
@@ -292,6 +327,12 @@ std::string load_training_state(CheckpointContext& context, const std::string& d
   const std::string source = load_source(project, directory);
   const fs::path dir(source);
   const ChecksumVerification verification(source, project.verify_checksums());
+  if (is_accelerate_checkpoint(source)) {
+    load_accelerate_state(context, source);
+    const auto number = checkpoint_number(dir.filename().string());
+    if (project.automatic_checkpoint_naming() && number) project.iteration(*number + 1);
+    return source;
+  }
   for (size_t i = 0; i < registry.models().size(); ++i) {
     context.layout->load_model(*registry.models()[i], source, numbered("model", i, ""));
   }

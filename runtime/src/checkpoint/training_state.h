@@ -1,6 +1,7 @@
 #pragma once
 // save_state / load_state behind the Accelerator: the files of a training checkpoint, who writes
 // them, and the automatic naming and rotation of ProjectConfiguration (docs/checkpointing.md).
+#include <ATen/core/Generator.h>
 #include <c10/core/Device.h>
 
 #include <cstdint>
@@ -44,6 +45,9 @@ std::string save_training_state(CheckpointContext& context, const std::string& d
 /// checkpoint under {project_dir}/checkpoints. Returns the directory and fills the values of
 /// `context.counters` found in the checkpoint.
 std::string load_training_state(CheckpointContext& context, const std::string& directory);
+
+/// The generators a checkpoint saves: the CPU's, then every CUDA device's.
+std::vector<at::Generator> rng_generators();
 
 /// CheckpointError naming `path` when the checkpoint lacks it: it was saved with other prepared
 /// or registered objects (or another number of processes) than this program has.
