@@ -17,10 +17,12 @@
 #include <set>
 
 #include <acc_common/new_file.h>
+#include <acc_common/path_kind.h>
 
 #include "did_you_mean.h"
 #include "errors.h"
 #include "fsdp_options.h"
+#include "yaml_aliases.h"
 
 namespace acc::launcher {
 namespace fs = std::filesystem;
@@ -131,6 +133,7 @@ YAML::Node parse_document(const std::string& path) {
   const std::string text = read_config_text(path);
   if (is_json_name(path)) return parse_json(path, text);
   try {
+    check_alias_expansion(path, text);  // before anything walks the tree: see yaml_aliases.h
     return YAML::Load(text);
   } catch (const YAML::ParserException& e) {
     throw UsageError(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
@@ -396,11 +399,8 @@ void write_config_file(const std::string& path, const LaunchSettings& s) {
   if (s.use_cpu) out << YAML::Key << "use_cpu" << YAML::Value << *s.use_cpu;
   out << YAML::EndMap;
 
+  check_config_target(path);
   const fs::path target(path);
-  std::error_code ignored;
-  if (fs::is_directory(fs::symlink_status(target, ignored)))
-    throw UsageError("'" + path + "' is a directory; name the config file itself with --config_file (for example " +
-                     (target / "default_config.yaml").string() + ")");
   const fs::path directory = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::error_code created;
   fs::create_directories(directory, created);
@@ -418,6 +418,24 @@ void write_config_file(const std::string& path, const LaunchSettings& s) {
                      ", or choose another place with --config_file");
 }
 
+void check_config_target(const std::string& path) {
+  const common::PathKind kind = common::inspect_path(path);
+  // An existing config, or a link to one (the link is replaced by the config, as before).
+  if (kind.regular()) return;
+  // A new path (or a dangling link, replaced by the config). Other failures (a parent that is a file,
+  // no permission) are named by the write itself.
+  if (!kind.exists()) return;
+  if (kind.directory())
+    throw UsageError("'" + path + "' is " + kind.description() +
+                     "; name the config file itself with --config_file (for example " +
+                     (fs::path(path) / "default_config.yaml").string() + ")");
+  // The config is renamed into place: over a device, a FIFO or a socket that would put a regular file
+  // where the node was (as root, /dev/null or /dev/full for everyone).
+  throw UsageError("'" + path + "' is " + kind.description() +
+                   ", not a config file; acc-config writes a config only over a regular file or at a new path, and "
+                   "leaves this one alone: choose another path with --config_file");
+}
+
 std::string acc_default_config_path() {
   if (const char* explicit_path = env_or_null("ACC_CONFIG_FILE")) return explicit_path;
   return cache_home() + "/acc/default_config.yaml";
@@ -429,8 +447,20 @@ std::string accelerate_default_config_path() {
 }
 
 std::optional<std::string> find_default_config() {
+  // ACC_CONFIG_FILE names one file on purpose: like a --config_file that Accelerate was given, it must be
+  // a config (Accelerate's load_config_from_file raises FileNotFoundError for a config_file that is not a
+  // file, rather than falling back to its default), so anything else is an error, never passed over.
+  if (const char* pointed = env_or_null("ACC_CONFIG_FILE")) {
+    const common::PathKind kind = common::inspect_path(pointed);
+    if (kind.regular()) return std::string(pointed);
+    const std::string named = "ACC_CONFIG_FILE names '" + std::string(pointed) + "', which ";
+    if (kind.error == ENOENT && !kind.is_link)
+      throw UsageError(named + "does not exist; write a config there with `acc-config default`, or unset ACC_CONFIG_FILE");
+    throw UsageError(named + "is " + kind.description() +
+                     ", not a config file; point ACC_CONFIG_FILE at a config file (acc-config writes one), or unset it");
+  }
   for (const std::string& candidate : {acc_default_config_path(), accelerate_default_config_path()})
-    if (fs::is_regular_file(candidate)) return candidate;
+    if (common::inspect_path(candidate).regular()) return candidate;
   return std::nullopt;
 }
 

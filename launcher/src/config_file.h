@@ -42,11 +42,18 @@ std::string read_config_text(const std::string& path);
 // the path and the fix when it cannot be written.
 void write_config_file(const std::string& path, const LaunchSettings& settings);
 
+// Whether a config may be written at `path`: a regular file (or a link to one) or a new path. A
+// directory, a FIFO, a device, a socket, or a link to one of them is refused with a UsageError naming
+// what it is (writing means renaming a new file over the name: that would replace a device node).
+// Looks without opening. write_config_file checks this too; acc-config checks it before asking anything.
+void check_config_target(const std::string& path);
+
 // acc's own default: $ACC_CONFIG_FILE, else ${XDG_CACHE_HOME:-~/.cache}/acc/default_config.yaml.
 std::string acc_default_config_path();
 // Accelerate's default: $HF_HOME/accelerate/..., else ${XDG_CACHE_HOME:-~/.cache}/huggingface/accelerate/...
 std::string accelerate_default_config_path();
-// The config acc-launch uses when no --config_file is given: acc's default file if it exists, else
+// The config acc-launch uses when no --config_file is given: the file $ACC_CONFIG_FILE names (a
+// UsageError when that is missing or not a regular file), else acc's default file if it exists, else
 // Accelerate's, else none.
 std::optional<std::string> find_default_config();
 

@@ -14,6 +14,8 @@
 #include "launch_refusals.h"
 #include "ports.h"
 #include "program_links_acc.h"
+#include "program_path.h"
+#include "rank_logs.h"
 #include "rank_environment.h"
 #include "system_info.h"
 #include "version.h"
@@ -206,6 +208,9 @@ void check_flag_combinations(const LaunchInvocation& invocation) {
 
 int run_launch(const LaunchInvocation& invocation) {
   const SupervisorOptions& options = invocation.supervision;
+  // Paths named on the command line first, without opening them: nothing may block or start on a wrong one.
+  check_program_file(options.program.at(0), "give the path of the program to start on every rank");
+  check_log_dir(options.log_dir);
   const std::optional<std::string> config_path =
       invocation.config_file ? invocation.config_file : find_default_config();
   LaunchSettings settings = invocation.flags;

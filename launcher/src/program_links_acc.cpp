@@ -3,27 +3,20 @@
 #include <elf.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iterator>
-#include <sstream>
+#include <optional>
 #include <vector>
+
+#include <acc_common/path_kind.h>
+
+#include "program_path.h"
 
 namespace acc::launcher {
 namespace {
 
-std::string find_in_path(const std::string& program) {
-  if (program.find('/') != std::string::npos) return program;
-  const char* path = std::getenv("PATH");
-  std::stringstream dirs(path ? path : "/usr/local/bin:/usr/bin:/bin");
-  std::string dir;
-  while (std::getline(dirs, dir, ':')) {
-    const std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return "";
-}
+// Programs are read whole to find their needed libraries; anything larger is taken as not linking libacc
+// (a statically linked libtorch program is far below this, and cannot need libacc.so anyway).
+constexpr long long kMaxProgramBytes = 4LL << 30;
 
 // The DT_NEEDED names of a 64-bit little-endian ELF image (the platforms acc builds for).
 std::vector<std::string> needed_libraries(const std::string& image) {
@@ -70,12 +63,13 @@ std::vector<std::string> needed_libraries(const std::string& image) {
 }  // namespace
 
 bool program_links_acc(const std::string& program) {
-  const std::string path = find_in_path(program);
+  const std::string path = find_program(program);
   if (path.empty()) return false;
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return false;
-  const std::string image((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  for (const auto& name : needed_libraries(image))
+  // Read only as a regular file (a FIFO would block, /dev/zero never end), and never past the largest
+  // program that could plausibly link libacc: a program is mapped, not read, so this is only a bound.
+  const std::optional<std::string> image = common::read_regular_file(path, kMaxProgramBytes, nullptr);
+  if (!image) return false;
+  for (const auto& name : needed_libraries(*image))
     if (name.rfind("libacc.so", 0) == 0) return true;
   return false;
 }

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include <acc_common/new_file.h>
+#include <acc_common/path_kind.h>
 
 #include "errors.h"
 
@@ -86,6 +87,25 @@ int create_log_file(int directory, const std::string& directory_path, const std:
 }
 
 }  // namespace
+
+void check_log_dir(const std::string& log_dir) {
+  if (log_dir.empty()) return;
+  const std::string fix = "; choose a directory for --log_dir (it is created if missing)";
+  const common::PathKind kind = common::inspect_path(log_dir);
+  if (kind.directory()) return;
+  if (kind.exists()) throw UsageError("--log_dir '" + log_dir + "' is " + kind.description() + ", not a directory" + fix);
+  if (kind.is_link || (kind.error != ENOENT && kind.error != ENOTDIR))
+    throw UsageError("--log_dir '" + log_dir + "' is " + kind.description() + fix);
+  // Missing: the nearest existing part of the path must be a directory for it to be created.
+  for (fs::path part = fs::path(log_dir).lexically_normal().parent_path(); !part.empty(); part = part.parent_path()) {
+    const common::PathKind above = common::inspect_path(part.string());
+    if (above.directory()) return;
+    if (above.exists() || above.is_link || (above.error != ENOENT && above.error != ENOTDIR))
+      throw UsageError("--log_dir '" + log_dir + "' cannot be created: '" + part.string() + "' is " +
+                       above.description() + ", not a directory" + fix);
+    if (part == part.parent_path()) break;
+  }
+}
 
 RankLogFiles open_rank_logs(const std::string& log_dir, int attempt, int rank) {
   std::error_code created;

@@ -20,4 +20,9 @@ struct RankLogFiles {
 // fix; nothing is left open then.
 RankLogFiles open_rank_logs(const std::string& log_dir, int attempt, int rank);
 
+// Checked before anything starts, creating nothing: --log_dir is a directory, or can be created as one
+// (the nearest part of it that exists is a directory). Throws UsageError naming what is in the way,
+// e.g. "--log_dir '/dev/null/x' cannot be created: '/dev/null' is a character device, not a directory".
+void check_log_dir(const std::string& log_dir);
+
 }  // namespace acc::launcher

@@ -11,8 +11,9 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <regex>
+
+#include <acc_common/path_kind.h>
 
 #include "rank_environment.h"
 #include "spawn.h"
@@ -21,9 +22,10 @@ namespace acc::launcher {
 namespace fs = std::filesystem;
 namespace {
 
+// Version files under $ACC_TORCH_DIR or $ACC_VENV (paths the user names): read only when they are
+// regular files of a sane size, so that a FIFO or a device there cannot block acc-env. "" otherwise.
 std::string read_file(const fs::path& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
+  return common::read_regular_file(path.string(), 1 << 20, nullptr).value_or("");
 }
 
 std::string env_value(const EnvMap& env, const std::string& name) {

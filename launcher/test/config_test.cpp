@@ -12,6 +12,7 @@
 #include "config_file.h"
 #include "errors.h"
 #include "test_process.h"
+#include "yaml_aliases.h"
 
 namespace acc::launcher {
 namespace {
@@ -286,6 +287,30 @@ TEST_F(ConfigFileTest, OnlyRegularFilesUpToOneMebibyteAreRead) {
   // A symbolic link to a config is read as the config.
   std::filesystem::create_symlink(dir_ + "/limit.yaml", dir_ + "/link.yaml");
   EXPECT_EQ(read_config_file(dir_ + "/link.yaml").settings.distributed_type, DistributedType::kNo);
+}
+
+// PyYAML (Accelerate's reader) accepts aliases, so a config that uses a few is read as before; only what
+// they stand for is bounded (yaml_aliases.h): a file whose aliases add more than kMaxAliasValues values
+// is refused at the alias that passes the budget, with its line and column.
+TEST_F(ConfigFileTest, AliasesAreReadWithinABudget) {
+  const ConfigFile config = read_config_file(write("aliases.yaml", "distributed_type: MULTI_CPU\ndebug: &yes true\n"
+                                                                   "use_cpu: *yes\nnum_processes: &n 2\n"));
+  EXPECT_EQ(config.settings.debug, true);
+  EXPECT_EQ(config.settings.use_cpu, true);
+  EXPECT_EQ(config.settings.num_processes, 2);
+
+  // One list of kMaxAliasValues values, aliased once: exactly the budget, accepted (then refused for
+  // being an unknown key, which shows it was read); aliased twice: refused at the second alias.
+  std::string list = "[";
+  for (long i = 0; i < kMaxAliasValues - 1; ++i) list += "x, ";  // the list itself counts as one value
+  list += "]";
+  EXPECT_THAT(error_of("at-budget.yaml", "distributed_type: NO\nbig: &big " + list + "\nsame: *big\n"),
+              HasSubstr("at-budget.yaml:2:1: unknown key 'big'"));
+  EXPECT_EQ(error_of("over-budget.yaml", "distributed_type: NO\nbig: &big " + list + "\nsame: *big\nagain: *big\n"),
+            dir_ + "/over-budget.yaml:4:8: the aliases of this file (here *big) stand for more than " +
+                std::to_string(kMaxAliasValues) +
+                " values, far more than any config has (a YAML \"billion laughs\"); write the values out instead of "
+                "aliasing them (Accelerate's own configs use no aliases)");
 }
 
 TEST_F(ConfigFileTest, MissingFileNamesTheFlag) {

@@ -396,8 +396,8 @@ TEST(AccLaunch, LinksPlantedAtLogDirectoryNamesAreRefusedBeforeAnyRankStarts) {
                                "/attempt_0': Not a directory; remove what is there, or choose another --log_dir"));
   f = run(launch({"--log_dir", logs4 + "/attempt_0/below_a_file", FAKE_RANK, "say", "hi"}), clean());
   EXPECT_EQ(f.exit_code, 2);
-  EXPECT_THAT(f.err, HasSubstr("acc-launch: error: cannot create the log directory '" + logs4 +
-                               "/attempt_0/below_a_file': Not a directory; choose another --log_dir"));
+  EXPECT_THAT(f.err, HasSubstr("acc-launch: error: --log_dir '" + logs4 + "/attempt_0/below_a_file' cannot be created: '" +
+                               logs4 + "/attempt_0' is a regular file, not a directory; choose a directory for --log_dir"));
 }
 
 TEST(AccLaunch, FailingRankStopsTheOthersAndIsReported) {

@@ -19,7 +19,8 @@ int main(int argc, char** argv) {
   style_app(app, version_text("acc-config"), "[default]",
             "The config is written to --config_file, else $ACC_CONFIG_FILE, else "
             "${XDG_CACHE_HOME:-~/.cache}/acc/default_config.yaml. Exit status: 0 when written (or, for `default`, "
-            "when one already exists), 2 for bad flags or input that ended early.");
+            "when one already exists), 2 for bad flags, input that ended early, or a path that is a directory, a FIFO "
+            "or a device (never written over).");
   std::string path;
   app.add_option(flag_names("--config_file"), path, "Where to write the config")->option_text("PATH");
   app.require_subcommand(0, 1);
@@ -35,8 +36,11 @@ int main(int argc, char** argv) {
 
   if (auto exit_now = parse_or_exit(app, argc, argv)) return *exit_now;
   const bool interactive = !basic->parsed();
+  bool asking = false;  // a question may be on the console, unanswered
   try {
     if (path.empty()) path = acc_default_config_path();
+    // Before anything is asked or probed: a directory, FIFO or device there is named, never replaced.
+    check_config_target(path);
     const MachineFacts facts = probe_machine(current_environment());
     if (!interactive) {
       const std::string mode = parse_acc_mixed_precision(mixed_precision, "--mixed_precision");
@@ -47,6 +51,7 @@ int main(int argc, char** argv) {
       }
       write_config_file(path, basic_settings(facts, mode));
     } else {
+      asking = true;
       std::cout << "acc-config writes " << path << "\n";
       if (std::filesystem::exists(path) &&
           !ask_yes_no(std::cin, std::cout, "A config already exists there. Replace it?", false)) {
@@ -58,7 +63,7 @@ int main(int argc, char** argv) {
     std::cout << "acc configuration saved at " << path << "\n";
     return ExitCode::kOk;
   } catch (const UsageError& e) {
-    if (interactive) std::cout << std::endl;  // end the unanswered question's line
+    if (asking) std::cout << std::endl;  // end the unanswered question's line
     std::cerr << "acc-config: error: " << e.what() << "\n";
     return ExitCode::kUsage;
   } catch (const std::filesystem::filesystem_error& e) {

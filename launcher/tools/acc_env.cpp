@@ -37,7 +37,12 @@ std::string gpu_lines() {
 // The config, and what acc-launch would say of it before starting a rank: where it is invalid, what the
 // ranks would refuse (with the environment they would inherit, `env`), and what acc ignores.
 std::string config_section(const std::string& explicit_path, const EnvMap& env) {
-  const std::optional<std::string> path = explicit_path.empty() ? find_default_config() : explicit_path;
+  std::optional<std::string> path;
+  try {
+    path = explicit_path.empty() ? find_default_config() : explicit_path;
+  } catch (const UsageError& e) {
+    return "INVALID: " + std::string(e.what());  // ACC_CONFIG_FILE names no config: acc-launch would stop
+  }
   if (!path)
     return "not found (looked for " + acc_default_config_path() + " and " + accelerate_default_config_path() +
            "; write one with acc-config)";
@@ -73,8 +78,8 @@ std::string network_line(const EnvMap& env, const std::string& explicit_path) {
   auto value = [&env](const char* name) { return env.count(name) ? env.at(name) : std::string(); };
   std::string host = value("MASTER_ADDR");
   if (host.empty()) {
-    const std::optional<std::string> path = explicit_path.empty() ? find_default_config() : explicit_path;
     try {
+      const std::optional<std::string> path = explicit_path.empty() ? find_default_config() : explicit_path;
       if (path) host = read_config_file(*path).settings.main_process_ip.value_or("");
     } catch (const UsageError&) {
       // The config section says what is wrong with it.

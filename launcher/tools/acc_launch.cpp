@@ -15,7 +15,8 @@ int main(int argc, char** argv) {
   style_app(app, version_text("acc-launch"), "PROGRAM [PROGRAM ARGS...]",
             "Every flag may also be spelled with dashes (--num-processes). Exit status: 0 when every rank "
             "succeeded; else the exit code of the first rank that failed (128+N if killed by signal N); 2 for a "
-            "bad flag or config; 126/127 when PROGRAM cannot be executed/found; 128+N when acc-launch was "
+            "bad flag or config, a PROGRAM that is not a file (a directory, a FIFO, a device) or a --log_dir that "
+            "cannot be a directory; 126/127 when PROGRAM cannot be executed/found; 128+N when acc-launch was "
             "stopped by signal N. See docs/launcher.md.");
   // Everything from the first positional argument on belongs to the program, not to acc-launch.
   app.prefix_command();

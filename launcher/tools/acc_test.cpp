@@ -2,8 +2,12 @@
 // config, the way `accelerate test` runs its bundled script.
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
+
+#include <acc_common/path_kind.h>
 
 #include "cli_style.h"
 #include "errors.h"
@@ -34,7 +38,8 @@ int main(int argc, char** argv) {
   invocation.supervision.tool_name = "acc-test";
   style_app(app, version_text("acc-test"), "",
             "Takes acc-launch's flags. Exit status: 0 when every check passed; otherwise acc-launch's status for the "
-            "failed rank; 2 for bad flags or config or a missing self-test program.");
+            "failed rank; 2 for bad flags or config, or a self-test program that is missing or not a file (a "
+            "directory, a FIFO, a device).");
   std::string program;
   app.add_option(flag_names("--program"), program,
                  "Self-test program to launch; default $ACC_SELFTEST, else acc-selftest next to acc-test")
@@ -43,10 +48,17 @@ int main(int argc, char** argv) {
   if (auto exit_now = parse_or_exit(app, argc, argv)) return *exit_now;
   try {
     const std::string selftest = find_selftest(program);
-    if (::access(selftest.c_str(), X_OK) != 0)
-      throw UsageError("the self-test program was not found at " + selftest +
-                       "; build it with the runtime (target acc-selftest), or name it with --program PATH or "
-                       "ACC_SELFTEST");
+    const std::string fix =
+        "build it with the runtime (target acc-selftest), or name it with --program PATH or ACC_SELFTEST";
+    // Looked at without opening it: a FIFO or a device named here must not block the launch.
+    const acc::common::PathKind kind = acc::common::inspect_path(selftest);
+    if (kind.exists() && !kind.regular())
+      throw UsageError("the self-test program " + selftest + " is " + kind.description() + ", not a program; " + fix);
+    if (!kind.exists()) throw UsageError("the self-test program was not found at " + selftest + "; " + fix);
+    if (::access(selftest.c_str(), X_OK) != 0) {
+      const std::string reason = std::strerror(errno);
+      throw UsageError("the self-test program " + selftest + " cannot be executed (" + reason + "); " + fix);
+    }
     invocation.supervision.program = {selftest};
     check_flag_combinations(invocation);
     const int code = run_launch(invocation);

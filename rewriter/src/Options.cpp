@@ -1,11 +1,13 @@
 #include "Options.h"
 #include "PchCache.h"
 
+#include <acc_common/path_kind.h>
 #include <llvm/ADT/SmallVector.h>
 #include <llvm/ADT/StringRef.h>
 #include <llvm/Support/CommandLine.h>
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/raw_ostream.h>
+#include <cerrno>
 #include <cstdlib>
 
 namespace cl = llvm::cl;
@@ -149,8 +151,14 @@ std::optional<int> parseOptions(int argc, const char **argv, Options &out) {
   if (std::optional<std::string> error = readPchCacheLimit(pchCacheLimit, out)) return usage(*error);
   if (fsdpUnits.getNumOccurrences() && out.fsdpUnits.empty())
     return usage("--fsdp-units names no type; give the module types FSDP wraps as units: --fsdp-units=TypeA,TypeB");
-  for (const std::string &input : out.inputs)
-    if (!llvm::sys::fs::exists(input)) return usage("'" + input + "': no such file or directory");
+  for (const std::string &input : out.inputs) {
+    // Looked at without opening: clang would wait forever to read a FIFO (or /dev/zero) named as a source.
+    const acc::common::PathKind kind = acc::common::inspect_path(input);
+    if (kind.error == ENOENT && !kind.is_link) return usage("'" + input + "': no such file or directory");
+    if (!kind.regular() && !kind.directory())
+      return usage("'" + input + "' is " + kind.description() +
+                   ", not a source file or a directory; give C++ sources (.cpp .cc .cxx) or directories holding them");
+  }
   if (!out.buildDir.empty() && !llvm::sys::fs::is_directory(out.buildDir))
     return usage("-p '" + out.buildDir + "': not a directory; pass the build directory that holds compile_commands.json");
   return std::nullopt;

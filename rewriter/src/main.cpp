@@ -14,6 +14,7 @@
 #include "ShellQuote.h"
 #include "UnifiedDiff.h"
 
+#include <acc_common/path_kind.h>
 #include <llvm/ADT/StringExtras.h>
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/Path.h>
@@ -54,7 +55,8 @@ std::vector<std::string> collectSources(const std::vector<std::string> &inputs) 
       llvm::StringRef name = path::filename(it->path());
       if (it->type() == fs::file_type::directory_file) {
         if (name.startswith(".") || name == "build" || name.startswith("build-")) it.no_push();
-      } else if (isSource(name)) {
+      } else if (isSource(name) && acc::common::inspect_path(it->path()).regular()) {
+        // Only regular files (or links to them): a FIFO or device named *.cpp would block clang's read.
         sources.push_back(absolute(it->path()));
       }
     }
