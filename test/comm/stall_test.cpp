@@ -9,6 +9,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <iostream>
 #include <regex>
 
 #include "../support/spawn.h"
@@ -86,6 +87,46 @@ TEST(Stall, ASkippedCollectiveIsNamedInsteadOfGloosOwnError) {
   // one waits for a peer that is already past it.
   EXPECT_THAT(result.ranks[0].output, HasSubstr("rank 2 failed in its 1st collective (reduce(sum) of Float[3]) instead"));
   EXPECT_THAT(result.ranks[2].output, HasSubstr("rank 0 failed in its 2nd collective (reduce(sum) of Float[3]) instead"));
+}
+
+// The milliseconds a rank printed between entering the collective and the error ("RAISED after N ms").
+long raised_after_ms(const std::string& output) {
+  std::smatch match;
+  if (!std::regex_search(output, match, std::regex("RAISED after ([0-9]+) ms"))) return -1;
+  return std::stol(match[1]);
+}
+
+TEST(Stall, AStoppedRankZeroIsNamedWithinTheDeadline) {
+  // Rank 0 serves the store and is stopped (SIGSTOP) between two reduces; the timeout is 4 s. c10d's
+  // store client has no deadline of its own: before, the others blocked in the store until rank 0 was
+  // continued (12 s later here; forever in a real job).
+  const SpawnResult result = spawn_ranks(worker(), {"stopped", "0"}, 3, seconds(60));
+  ASSERT_FALSE(result.timed_out) << result.describe();
+  for (int rank : {1, 2}) {
+    const std::string& out = result.ranks[rank].output;
+    EXPECT_THAT(out, HasSubstr("rank 0, which serves the job's store, does not answer either: it is stopped "
+                               "(SIGSTOP, a debugger) or its machine is unreachable"))
+        << result.describe();
+    const long ms = raised_after_ms(out);
+    std::cout << "rank " << rank << " named the stopped rank 0 after " << ms << " ms (timeout 4000 ms)\n";
+    EXPECT_GT(ms, 0) << result.describe();
+    EXPECT_LE(ms, 4400) << "more than the deadline + 10%\n" << result.describe();
+  }
+}
+
+TEST(Stall, AStoppedRankIsNamedWithinTheDeadlineAndTheGrace) {
+  // Rank 1 is stopped: ranks 0 and 2 name it after the timeout (4 s) and the grace in which the
+  // ranks compare where they are (1 s); rank 0 does not wait for the stopped rank to read them.
+  const SpawnResult result = spawn_ranks(worker(), {"stopped", "1"}, 3, seconds(60));
+  ASSERT_FALSE(result.timed_out) << result.describe();
+  for (int rank : {0, 2}) {
+    const std::string& out = result.ranks[rank].output;
+    EXPECT_THAT(out, HasSubstr("rank 1 has not reached it")) << result.describe();
+    const long ms = raised_after_ms(out);
+    std::cout << "rank " << rank << " named the stopped rank 1 after " << ms << " ms (timeout 4000 ms)\n";
+    EXPECT_GT(ms, 0) << result.describe();
+    EXPECT_LE(ms, 5500) << result.describe();
+  }
 }
 
 TEST(UncaughtError, AnAccErrorEndsTheProgramWithItsMessageAndExitStatusOne) {

@@ -6,8 +6,14 @@
 //                   acc::DistributedError (caught: "RAISED: <message>", exit 0).
 //   skip_to_larger  the same, the last rank going on to the next reduce, of a larger tensor.
 //   uncaught TYPE   throws an uncaught acc::ConfigError ("config") or std::logic_error ("other").
-// Options: a stall report interval of 1500 ms and a timeout of 20 s.
+//   stopped R       after a first reduce, rank R stops itself (SIGSTOP; a child of it sends SIGCONT
+//                   12 s later) while the others call the next reduce; each rank prints
+//                   "RAISED after <ms> ms: <message>" (timeout 4 s).
+// Options: a stall report interval of 1500 ms and a timeout of 20 s (4 s for "stopped").
 #include <ATen/ops/full.h>
+
+#include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <iostream>
@@ -32,7 +38,7 @@ int main(int argc, char** argv) {
     throw std::logic_error("not an acc error");
   }
   acc::Accelerator accelerator(acc::AcceleratorOptions()
-                                   .timeout(std::chrono::seconds(20))
+                                   .timeout(std::chrono::seconds(mode == "stopped" ? 4 : 20))
                                    .stall_report_interval(std::chrono::milliseconds(1500)));
   const int rank = accelerator.process_index(), world = accelerator.num_processes();
   const bool last = rank == world - 1;
@@ -60,6 +66,29 @@ int main(int argc, char** argv) {
       return 0;
     }
     fail("the ranks called different collectives and nothing was raised");
+  }
+  if (mode == "stopped") {
+    accelerator.reduce(one, acc::ReduceOp::SUM);
+    if (rank == std::stoi(argv[2])) {
+      const pid_t self = ::getpid();
+      if (::fork() == 0) {  // only async-signal-safe calls: the parent has threads
+        for (int fd = 0; fd < 1024; ++fd) ::close(fd);  // the test reads the rank's output to its end
+        ::sleep(12);
+        ::kill(self, SIGCONT);
+        ::_exit(0);
+      }
+      ::raise(SIGSTOP);
+    }
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      accelerator.reduce(one, acc::ReduceOp::SUM);
+    } catch (const acc::DistributedError& e) {
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+      std::cout << "RAISED after " << ms.count() << " ms: " << e.what() << std::endl;
+      return 0;
+    }
+    std::cout << "NOT RAISED" << std::endl;
+    return 0;
   }
   fail("unknown mode '" + mode + "'");
 }

@@ -13,6 +13,7 @@
 #include <iostream>
 #include <thread>
 
+#include "comm/deadline_store.h"
 #include "comm/gpu_per_rank.h"
 #include "comm/rank_positions.h"
 #include "comm/rendezvous.h"
@@ -33,6 +34,12 @@ std::string seconds_text(Milliseconds timeout) {
 }
 
 namespace {
+
+// How long a failure report waits for the store to answer one call: a store that answers at all
+// does so within milliseconds.
+Milliseconds answer_budget(Milliseconds timeout) {
+  return std::clamp(timeout / 20, Milliseconds(250), Milliseconds(5000));
+}
 
 std::string variable(const char* name) {
   const char* value = std::getenv(name);
@@ -60,9 +67,13 @@ ProcessGroup::ProcessGroup(const LaunchInfo& launch, CudaCollectives cuda,
       gloo_timeout_(timeout.value_or(kDefaultGlooTimeout)),
       nccl_timeout_(timeout.value_or(kDefaultNcclTimeout)),
       gloo_device_(choose_gloo_device(launch)) {
-  JoinedStore joined = rendezvous(launch, cuda_ == CudaCollectives::kNccl ? nccl_timeout_ : gloo_timeout_);
+  const Milliseconds timeout_of_join = cuda_ == CudaCollectives::kNccl ? nccl_timeout_ : gloo_timeout_;
+  JoinedStore joined = rendezvous(launch, timeout_of_join);
   store_access_ = std::move(joined.access);
-  store_ = std::move(joined.store);
+  // Every call on the store from here on (acc's, Gloo's, NCCL's) answers within the job's deadline.
+  const std::string whose = (launch.agent_store ? "torchrun's agent store at " : "rank 0's store at ") +
+                            launch.master_addr + ":" + std::to_string(launch.master_port);
+  store_ = c10::make_intrusive<DeadlineStore>(std::move(joined.store), timeout_of_join, whose);
   if (cuda_ == CudaCollectives::kNccl) check_one_gpu_per_rank(*this, this_rank_gpu());  // subgroups inherit it
   create_backends();
 }
@@ -145,6 +156,9 @@ std::string ProcessGroup::absent_peers(const std::string& where, Milliseconds ti
   const Milliseconds grace = std::clamp(timeout / 10, Milliseconds(1000), Milliseconds(5000));
   const RankPosition mine{position(), RankState::kFailed, where};
   std::vector<std::optional<RankPosition>> positions;
+  // A store that does not answer at once will not answer: its rank is stopped or cut off. Asking
+  // it with the whole deadline would double the time until the job hears of it.
+  const StoreDeadlineGuard answer_soon(answer_budget(timeout));
   try {
     post_position(*store_, rank_, mine);
     const auto give_up = std::chrono::steady_clock::now() + grace;
@@ -160,14 +174,22 @@ std::string ProcessGroup::absent_peers(const std::string& where, Milliseconds ti
     // waits (within the same grace) until every peer has read the positions too.
     store_->set("acc/positions_read/" + std::to_string(rank_), std::vector<uint8_t>{1});
     if (rank_ == 0) {
+      // Only peers that reported a failure read the positions; a stopped one never will.
       auto all_read = [&] {
         for (int r = 1; r < size_; ++r)
-          if (!store_->check({"acc/positions_read/" + std::to_string(r)})) return false;
+          if (positions[r] && positions[r]->state == RankState::kFailed &&
+              !store_->check({"acc/positions_read/" + std::to_string(r)}))
+            return false;
         return true;
       };
-      while (!all_read() && std::chrono::steady_clock::now() < give_up + grace)
+      while (!all_read() && std::chrono::steady_clock::now() < give_up + grace) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        positions = read_positions(*store_, size_);  // a peer may fail after this rank's grace
+      }
     }
+  } catch (const StoreNotAnswering&) {
+    return rank_ == 0 ? "" : "; rank 0, which serves the job's store, does not answer either: it is stopped "
+                             "(SIGSTOP, a debugger) or its machine is unreachable";
   } catch (const std::exception&) {
     return rank_ == 0 ? "" : "; rank 0, which serves the job's store, does not answer either: it has exited";
   }
@@ -198,15 +220,25 @@ Milliseconds ProcessGroup::wait_and_report_stall(const std::function<bool(Millis
   };
   if (wait_for(kPostAfter)) return Milliseconds(1);
   const RankPosition mine{position(), RankState::kWaiting, what};
-  post_position(*store_, rank_, mine);
+  try {
+    // Rank 0 may be the one that does not come: the store it serves is asked within the time left.
+    const StoreDeadlineGuard within(timeout - waited());
+    post_position(*store_, rank_, mine);
+  } catch (const std::exception&) {
+    return std::max(timeout - waited(), Milliseconds(1));  // the collective's own failure will say why
+  }
   posted = true;
   if (stall_report_interval_ >= timeout) return timeout - waited();
   if (wait_for(stall_report_interval_ - waited())) return Milliseconds(1);
   std::string peers;
   try {
+    const StoreDeadlineGuard within(std::min(answer_budget(timeout), std::max(timeout - waited(), Milliseconds(1))));
     peers = describe_peers(read_positions(*store_, size_), rank_, mine);
+  } catch (const StoreNotAnswering&) {
+    peers = "rank 0, which serves the job's store, does not answer: it is stopped (SIGSTOP, a debugger) or its "
+            "machine is unreachable";
   } catch (const std::exception& e) {
-    peers = "the job's store does not answer (" + error_text(e) + "): rank 0 has exited or is stuck";
+    peers = "the job's store does not answer (" + error_text(e) + "): rank 0 has exited";
   }
   std::cerr << "acc: rank " << rank_ << " has waited " << seconds_text(waited() / 1000 * 1000) << " in "
             << describe_position(mine) << ": " << (peers.empty() ? "every rank is in it" : peers)
