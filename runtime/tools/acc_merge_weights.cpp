@@ -1,6 +1,9 @@
 // acc-merge-weights: merges the model shards of an FSDP SHARDED_STATE_DICT checkpoint into whole
 // safetensors files (Accelerate's `accelerate merge-weights`). Exit codes: 0 merged, 1 the
-// checkpoint could not be merged (the message says why), 2 usage error.
+// checkpoint could not be merged (the message says why), 2 usage error (including a CHECKPOINT_DIR that
+// is missing or no directory, and an OUTPUT_DIR that is a file, FIFO or device).
+#include <sys/stat.h>
+
 #include <iostream>
 #include <string>
 #include <vector>
@@ -29,6 +32,24 @@ const char* kHelp =
     "options:\n"
     "  -h, --help      show this help message and exit\n";
 
+// The usage error for a CHECKPOINT_DIR or OUTPUT_DIR that cannot be one: a missing checkpoint, or
+// a file, FIFO, device or socket at either name (told apart with stat, which opens nothing: a FIFO
+// is named, never waited on). Empty when the argument can be used.
+std::string bad_directory(const std::string& path, bool must_exist, const char* what) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) {
+    return must_exist ? "'" + path + "' does not exist; name the " + std::string(what) : "";
+  }
+  if (S_ISDIR(info.st_mode)) return "";
+  const char* kind = S_ISFIFO(info.st_mode)                         ? "a FIFO"
+                     : S_ISCHR(info.st_mode) || S_ISBLK(info.st_mode) ? "a device"
+                     : S_ISSOCK(info.st_mode)                       ? "a socket"
+                     : S_ISREG(info.st_mode)                        ? "a file"
+                                                                    : "not a directory";
+  return "'" + path + "' is " + kind + ", not " + (must_exist ? "a checkpoint directory" : "a directory") +
+         "; name the " + what;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -49,6 +70,13 @@ int main(int argc, char** argv) {
     std::cerr << kUsage << "acc-merge-weights: error: expected CHECKPOINT_DIR and OUTPUT_DIR, got "
               << positional.size() << " argument" << (positional.size() == 1 ? "" : "s") << "\n";
     return 2;
+  }
+  for (const auto& problem : {bad_directory(positional[0], true, "directory save_state wrote"),
+                              bad_directory(positional[1], false, "directory to write the merged files into")}) {
+    if (!problem.empty()) {
+      std::cerr << "acc-merge-weights: error: " << problem << "\n";
+      return 2;
+    }
   }
   try {
     for (const auto& path : acc::merge_sharded_weights(positional[0], positional[1])) {

@@ -163,8 +163,8 @@ TEST(Safetensors, RejectsMalformedFilesNamingFileAndProblem) {
   EXPECT_EQ(load_error(header_file(ok, std::string(8, 'x'))), "no error");
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"abc", "shorter than the 8-byte header length"},
-      {std::string("\xff\xff\xff\xff\x00\x00\x00\x00", 8), "exceeds the limit of 100000000 bytes"},
-      {header_file(ok).substr(0, 20), "runs past the end of the file"},
+      {std::string("\xff\xff\xff\xff\x00\x00\x00\x00", 8), "its first 8 bytes, read as the header length, exceed the limit of 100000000 bytes"},
+      {header_file(ok).substr(0, 20), "read as the header length, run past the end of the file (20 bytes"},
       {header_file("{\"a\":", ""), "is not valid JSON"},
       {header_file("[1,2]"), "the header is not a JSON object"},
       {header_file(R"({"a":{"dtype":"F33","shape":[2],"data_offsets":[0,8]}})", std::string(8, 'x')),

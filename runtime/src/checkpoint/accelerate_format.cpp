@@ -246,7 +246,9 @@ void load_model_tensors(torch::nn::Module& model, const std::string& directory, 
 }  // namespace
 
 bool is_accelerate_checkpoint(const std::string& directory) {
-  return fs::is_regular_file(fs::path(directory) / rng_file(0));
+  // Whatever stands at the name (a FIFO, a link): the layout is Accelerate's, and reading the file
+  // names what is wrong with it.
+  return fs::exists(fs::symlink_status(fs::path(directory) / rng_file(0)));
 }
 
 void save_accelerate_state(const CheckpointContext& context, bool writer, const StateDictLayout::FileFor& file) {

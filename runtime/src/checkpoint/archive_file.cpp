@@ -14,10 +14,10 @@ torch::serialize::InputArchive read_archive(const std::string& path, c10::Device
   torch::serialize::InputArchive archive;
   try {
     archive.load_from(bytes.data(), bytes.size(), device);
-  } catch (const c10::Error& error) {
-    throw CheckpointError("acc: checkpoint file '" + path + "' is not a libtorch archive acc can read (" +
-                          first_line(error.what_without_backtrace()) +
-                          "): it is damaged or was not written by save_state; load an earlier checkpoint");
+  } catch (const c10::Error&) {
+    // libtorch's reasons can quote the file (record and type names from it): not repeated.
+    throw CheckpointError("acc: checkpoint file '" + path + "' is not a libtorch archive acc can read: it is "
+                          "damaged or was not written by save_state; load an earlier checkpoint");
   }
   return archive;
 }

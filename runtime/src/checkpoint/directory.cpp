@@ -151,7 +151,8 @@ void remove_abandoned_checkpoints(const std::string& parent, const std::string& 
 namespace acc {
 
 bool is_complete_checkpoint(const std::string& directory) {
-  return fs::is_regular_file(fs::path(directory) / kCheckpointCompleteMarker);
+  // The marker itself, not what a link there names: save_state writes a plain file.
+  return fs::is_regular_file(fs::symlink_status(fs::path(directory) / kCheckpointCompleteMarker));
 }
 
 }  // namespace acc

@@ -7,7 +7,10 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <climits>
 #include <cstring>
+#include <filesystem>
+#include <memory>
 
 #include <acc/errors.h>
 #include <acc_common/new_file.h>
@@ -66,24 +69,120 @@ FileHandle create_file(const std::string& path) {
   return FileHandle(fd, path);
 }
 
-static std::string file_kind(mode_t mode) {
+std::string file_kind(unsigned mode) {
   if (S_ISDIR(mode)) return "a directory";
   if (S_ISFIFO(mode)) return "a FIFO";
   if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
   if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISLNK(mode)) return "a symbolic link";
   return "not a regular file";
 }
 
+struct ConfinedReads::Scope {
+  std::string lexical;  // absolute, normalised: which paths are inside
+  std::string real;     // realpath: where their files must be
+  Scope* previous = nullptr;
+};
+
+namespace {
+
+thread_local ConfinedReads::Scope* confinement = nullptr;
+
+std::string absolute_normalised(const std::string& path) {
+  std::error_code error;
+  auto absolute = std::filesystem::absolute(path, error);
+  std::string out = (error ? std::filesystem::path(path) : absolute).lexically_normal().string();
+  while (out.size() > 1 && out.back() == '/') out.pop_back();
+  return out;
+}
+
+bool is_under(const std::string& path, const std::string& directory) {
+  return directory == "/" ? path.size() > 1 && path[0] == '/'
+                          : path.size() > directory.size() && path.compare(0, directory.size(), directory) == 0 &&
+                                path[directory.size()] == '/';
+}
+
+// What the symbolic link at `path` names ("" when `path` is not a link): a path, never file contents.
+std::string link_target(const std::string& path) {
+  std::string target(4096, '\0');
+  const ssize_t length = ::readlink(path.c_str(), target.data(), target.size());
+  if (length < 0) return "";
+  target.resize(static_cast<size_t>(length));
+  return target;
+}
+
+// Where the descriptor's file really is: /proc knows for the descriptor itself (no race with a
+// rename); without /proc, realpath of the name.
+std::string real_location(int fd, const std::string& path) {
+  std::string real = link_target("/proc/self/fd/" + std::to_string(fd));
+  if (!real.empty() && real[0] == '/') return real;
+  char resolved[PATH_MAX];
+  return ::realpath(path.c_str(), resolved) != nullptr ? std::string(resolved) : std::string();
+}
+
+// CheckpointError when `path` is under the thread's ConfinedReads but its file (the descriptor
+// `fd`) is not: a link led out.
+void check_confined(const std::string& path, int fd) {
+  const ConfinedReads::Scope* scope = confinement;
+  if (scope == nullptr || !is_under(absolute_normalised(path), scope->lexical)) return;
+  const std::string real = real_location(fd, path);
+  if (!real.empty() && is_under(real, scope->real)) return;
+  const std::string link = link_target(path);
+  const std::string how = link.empty() ? "leads through a symbolic link on its way to '" + real + "'"
+                                       : "is a symbolic link to '" + link + "'";
+  throw CheckpointError("acc: '" + path + "' " + how + ", outside the checkpoint directory '" + scope->lexical +
+                        "'; acc reads only the files inside a checkpoint (neither acc nor Accelerate writes links "
+                        "there): replace the link with a copy of the file, or load a checkpoint whose files are its own");
+}
+
+}  // namespace
+
+ConfinedReads::ConfinedReads(const std::string& directory) : previous_(confinement) {
+  auto scope = std::make_unique<Scope>();
+  scope->lexical = absolute_normalised(directory);
+  char resolved[PATH_MAX];
+  // The checkpoint directory itself may be reached through links (a project_dir on scratch
+  // storage): what counts is where it really is.
+  scope->real = ::realpath(directory.c_str(), resolved) != nullptr ? std::string(resolved) : scope->lexical;
+  scope->previous = previous_;
+  confinement = scope.release();
+}
+
+ConfinedReads::~ConfinedReads() {
+  delete confinement;
+  confinement = previous_;
+}
+
 FileHandle open_file(const std::string& path) {
-  // O_NONBLOCK: opening a FIFO for reading would wait for a writer forever. The kind is checked on
-  // the open descriptor, so nothing can be swapped in between the check and the read.
+  // O_PATH opens nothing: a FIFO does not wait for a writer, a device's open has no effect. What
+  // the file is and where it is are checked on this descriptor first.
+  const int probe_fd = ::open(path.c_str(), O_PATH | O_CLOEXEC);
+  if (probe_fd < 0) throw_system_error("open", path);
+  const FileHandle probe(probe_fd, path);
+  struct stat found {};
+  if (::fstat(probe_fd, &found) != 0) throw_system_error("stat", path);
+  if (!S_ISREG(found.st_mode)) {
+    const std::string link = link_target(path);
+    const std::string what = "acc: '" + path + "' is " +
+                             (link.empty() ? "" : "a symbolic link to '" + link + "', which is ") +
+                             file_kind(found.st_mode) + ", not a file acc can read; ";
+    if (confinement != nullptr && is_under(absolute_normalised(path), confinement->lexical)) {
+      throw CheckpointError(what + "a checkpoint holds only the regular files its save wrote: put the saved "
+                                   "file back, or load another checkpoint");
+    }
+    throw Error(what + "name a regular file");
+  }
+  check_confined(path, probe_fd);
+  // O_NONBLOCK: should another file have been swapped in since, a FIFO still cannot block; the
+  // identity check below refuses it.
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) throw_system_error("open", path);
   FileHandle file(fd, path);
-  struct stat info {};
-  if (::fstat(fd, &info) != 0) throw_system_error("stat", path);
-  if (!S_ISREG(info.st_mode)) {
-    throw Error("acc: '" + path + "' is " + file_kind(info.st_mode) + ", not a file acc can read; name a regular file");
+  struct stat opened {};
+  if (::fstat(fd, &opened) != 0) throw_system_error("stat", path);
+  if (opened.st_dev != found.st_dev || opened.st_ino != found.st_ino) {
+    throw Error("acc: '" + path + "' was replaced while acc opened it; make sure nothing writes to the files "
+                "being read, and try again");
   }
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   return file;
@@ -143,7 +242,8 @@ void remove_tree(const std::string& path) {
 }
 
 void sync_path(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO planted among the files being synced fails fsync instead of blocking the save.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) throw_system_error("open for fsync", path);
   const int rc = ::fsync(fd);
   ::close(fd);

@@ -32,9 +32,31 @@ class FileHandle {
 
 /// Creates or truncates `path` for writing; a symbolic link there is refused, never followed.
 FileHandle create_file(const std::string& path);
-/// Opens `path` for reading: a directory, FIFO, device or socket is refused with an error naming
-/// what it is (without blocking on a FIFO).
+/// Opens `path` for reading: a directory, FIFO, device or socket (or a symbolic link to one) is
+/// refused with an error naming what it is, before anything is opened (no FIFO waits for a writer,
+/// no device's open runs). Under a ConfinedReads of a directory above `path`, a file whose real
+/// location is outside that directory (through a symbolic link) is a CheckpointError naming the link.
+/// Every file a checkpoint reader opens goes through here.
 FileHandle open_file(const std::string& path);
+
+/// While alive, open_file refuses the files under `directory` that lead out of it (a symbolic link,
+/// of the file or of a folder on the way, resolving outside): load_state and acc-merge-weights read
+/// a checkpoint under one. Links that stay inside are followed. Per thread; nests.
+class ConfinedReads {
+ public:
+  explicit ConfinedReads(const std::string& directory);
+  ~ConfinedReads();
+  ConfinedReads(const ConfinedReads&) = delete;
+  ConfinedReads& operator=(const ConfinedReads&) = delete;
+
+  struct Scope;
+
+ private:
+  Scope* previous_;
+};
+
+/// What `mode` is, for errors: "a directory", "a FIFO", "a device", "a socket".
+std::string file_kind(unsigned mode);
 uint64_t file_size(const FileHandle& file);
 /// Reads exactly `size` bytes at `offset` (retrying short reads and EINTR); an error naming the
 /// file when it cannot (including a file that ends first).

@@ -170,17 +170,14 @@ class Reader {
           push(persistent(id));
         } break;
         default:
-          fail("pickle opcode 0x" + hex(op) + " at byte " + std::to_string(position_ - 1));
+          // The byte itself is the file's content: its position only.
+          fail("an opcode acc does not read at byte " + std::to_string(position_ - 1) + " of data.pkl");
       }
     }
   }
 
  private:
   [[noreturn]] void fail(const std::string& what) const { malformed(path_, what); }
-  static std::string hex(uint8_t value) {
-    const char* digits = "0123456789abcdef";
-    return {digits[value >> 4], digits[value & 15]};
-  }
   uint8_t byte() {
     if (position_ >= pickle_.size()) fail("the pickle ends early");
     return static_cast<uint8_t>(pickle_[position_++]);
@@ -250,7 +247,7 @@ class Reader {
   }
   c10::IValue memo(uint64_t index) {
     auto found = memo_.find(index);
-    if (found == memo_.end()) fail("memo " + std::to_string(index) + " read before it was written");
+    if (found == memo_.end()) fail("a memo entry read before it was written");
     return found->second;
   }
   void append(c10::IValue& list, const c10::IValue& item) {
@@ -362,7 +359,7 @@ class Reader {
       fail("a persistent id that is not a storage");
     }
     const auto dtype = storage_dtype(marker_name(t[1]));
-    if (!dtype) fail("storage type " + marker_name(t[1]));
+    if (!dtype) fail("a storage of a type acc does not read");
     const auto key = t[2].toStringRef();
     auto found = storages_.find(key);
     if (found != storages_.end()) return found->second;
@@ -437,17 +434,20 @@ c10::IValue read_torch_save(const std::string& path) {
     Reader reader(path, pickle);
     reader.storage = [&](const std::string& key, at::ScalarType dtype, int64_t numel) {
       const std::string record = "data/" + key;
-      if (!zip.hasRecord(record)) malformed(path, "no record " + record);
+      if (!zip.hasRecord(record)) malformed(path, "a tensor's storage record is missing");
       auto [data, size] = zip.getRecord(record);
       const auto element = c10::elementSize(dtype);
-      if (numel < 0 || size < static_cast<size_t>(numel) * element) malformed(path, "record " + record + " is short");
+      if (numel < 0 || size < static_cast<size_t>(numel) * element) {
+        malformed(path, "a tensor's storage record is shorter than the tensor");
+      }
       auto tensor = at::empty({static_cast<int64_t>(size / element)}, dtype);
       std::memcpy(tensor.data_ptr(), data.get(), (size / element) * element);
       return tensor;
     };
     return publish(reader.run());
-  } catch (const c10::Error& error) {
-    malformed(path, error.what_without_backtrace());
+  } catch (const c10::Error&) {
+    // libtorch's zip reader quotes record names from the file: not repeated.
+    malformed(path, "its zip archive is damaged");
   }
 }
 

@@ -133,8 +133,10 @@ class HeaderReader final : public nlohmann::json_sax<nlohmann::json> {
     field_ = Field::none;
     return true;
   }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& error) override {
-    fail(source_, std::string("the header is not valid JSON (") + error.what() + ")");
+  // nlohmann's message quotes what it last read: the position only.
+  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception&) override {
+    fail(source_, "the header is not valid JSON (a syntax error at byte " + std::to_string(position) +
+                      " of the header)");
   }
 
   /// After the pass: no tensor name twice.
@@ -254,13 +256,15 @@ bool parse_dtype(const std::string& name, Dtype* out) {
 Header parse_header(const uint8_t* bytes, size_t size, const std::string& source) {
   if (size < 8) fail(source, "it is " + std::to_string(size) + " bytes long, shorter than the 8-byte header length");
   const uint64_t header_length = read_le64(bytes);
+  // The length is the file's own bytes: said to be too large, never quoted (a file that is not
+  // safetensors at all, e.g. text reached by mistake, would have its first 8 bytes printed).
   if (header_length > kMaxHeaderBytes) {
-    fail(source, "its header length " + std::to_string(header_length) + " exceeds the limit of " +
-                     std::to_string(kMaxHeaderBytes) + " bytes");
+    fail(source, "its first 8 bytes, read as the header length, exceed the limit of " +
+                     std::to_string(kMaxHeaderBytes) + " bytes (it is not a safetensors file, or it is damaged)");
   }
   if (header_length > size - 8) {
-    fail(source, "its header length " + std::to_string(header_length) + " runs past the end of the file (" +
-                     std::to_string(size) + " bytes)");
+    fail(source, "its first 8 bytes, read as the header length, run past the end of the file (" +
+                     std::to_string(size) + " bytes; cut short, or not a safetensors file)");
   }
   const char* json_begin = reinterpret_cast<const char*>(bytes + 8);
   Header header;
@@ -331,8 +335,11 @@ ShardIndex parse_index(const std::string& text, const std::string& source) {
   nlohmann::json json;
   try {
     json = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& error) {
-    fail_index(std::string("not valid JSON (") + error.what() + ")");
+  } catch (const nlohmann::json::parse_error& error) {
+    // nlohmann's message quotes what it last read: the position only.
+    fail_index("not valid JSON (a syntax error at byte " + std::to_string(error.byte) + ")");
+  } catch (const nlohmann::json::exception&) {
+    fail_index("not valid JSON");
   }
   if (!json.is_object()) fail_index("not a JSON object");
   ShardIndex index;

@@ -1,8 +1,11 @@
 #include "checkpoint/shard_files.h"
 
+#include <sys/stat.h>
+
 #include <ATen/ops/empty.h>
 
 #include <algorithm>
+#include <optional>
 #include <filesystem>
 #include <regex>
 #include <sstream>
@@ -27,11 +30,18 @@ std::string join(const std::vector<int64_t>& values, char separator) {
   return out.str();
 }
 
-std::vector<int64_t> split(const std::string& text, char separator) {
+// The integers of acc's shard metadata; std::nullopt for anything else (std::stoll would throw
+// std::invalid_argument or std::out_of_range at the first word that is not one).
+std::optional<std::vector<int64_t>> split(const std::string& text, char separator) {
   std::vector<int64_t> out;
   std::istringstream in(text);
   std::string item;
-  while (std::getline(in, item, separator)) out.push_back(std::stoll(item));
+  while (std::getline(in, item, separator)) {
+    if (item.empty() || item.size() > 18 || item.find_first_not_of("0123456789") != std::string::npos) {
+      return std::nullopt;
+    }
+    out.push_back(std::stoll(item));
+  }
   return out;
 }
 
@@ -70,7 +80,7 @@ void save_shard(const std::vector<TensorSlice>& slices, int shard, int shards, c
 
 ShardedTensors ShardedTensors::open_shards(const std::string& directory, const std::string& stem) {
   const std::regex pattern(std::regex_replace(stem, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") +
-                           R"(\.shard-(\d+)-of-(\d+)\.safetensors)");
+                           R"(\.shard-(\d{1,9})-of-(\d{1,9})\.safetensors)");  // fits an int
   std::map<int, std::string> found;
   int shards = -1;
   if (fs::is_directory(directory)) {
@@ -126,13 +136,17 @@ void ShardedTensors::add(safetensors::MappedFile file, bool sliced) {
                               "': it is not a shard written by acc's SHARDED_STATE_DICT");
       }
       const auto bounds = split(*range, ' ');
-      shape = split(*whole, ',');
-      if (bounds.size() != 2 || bounds[1] - bounds[0] != piece.end) {
-        throw CheckpointError("acc: '" + file.path() + "': the range of '" + info.name + "' (" + *range +
-                              ") does not match its " + std::to_string(piece.end) + " elements");
+      const auto whole_shape = split(*whole, ',');
+      // The metadata's text is not repeated: only what is wrong with it.
+      if (!bounds || !whole_shape || bounds->size() != 2 || (*bounds)[1] < (*bounds)[0] ||
+          (*bounds)[1] - (*bounds)[0] != piece.end) {
+        throw CheckpointError("acc: '" + file.path() + "': the acc.range/acc.shape metadata of '" + info.name +
+                              "' is not two offsets and a shape spanning its " + std::to_string(piece.end) +
+                              " elements: the shard is damaged or was not written by acc");
       }
-      piece.begin = bounds[0];
-      piece.end = bounds[1];
+      shape = *whole_shape;
+      piece.begin = (*bounds)[0];
+      piece.end = (*bounds)[1];
     }
     if (!entry.pieces.empty() && entry.shape != shape) {
       throw CheckpointError("acc: the shards disagree on the shape of '" + info.name + "'");
@@ -188,9 +202,16 @@ namespace acc {
 std::vector<std::string> merge_sharded_weights(const std::string& checkpoint_dir, const std::string& output_dir) {
   static const std::regex first_shard(R"((model(_\d+)?)\.shard-0-of-\d+\.safetensors)");
   std::vector<std::string> stems;
-  if (!fs::is_directory(checkpoint_dir)) {
+  struct stat info {};
+  if (::stat(checkpoint_dir.c_str(), &info) != 0) {
     throw CheckpointError("acc: checkpoint directory '" + checkpoint_dir + "' does not exist");
   }
+  if (!S_ISDIR(info.st_mode)) {
+    throw CheckpointError("acc: '" + checkpoint_dir + "' is " + detail::file_kind(info.st_mode) +
+                          ", not a checkpoint directory; name the directory save_state wrote");
+  }
+  // Shards are opened through open_file: none that leads out of the checkpoint is read.
+  const detail::ConfinedReads confined(checkpoint_dir);
   for (const auto& entry : fs::directory_iterator(checkpoint_dir)) {
     std::smatch match;
     const auto name = entry.path().filename().string();

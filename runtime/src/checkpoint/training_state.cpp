@@ -94,20 +94,24 @@ void load_rank_state(CheckpointContext& context, const std::string& path) {
 }
 
 std::optional<int64_t> checkpoint_number(const std::string& name) {
-  static const std::regex pattern(R"(checkpoint_(\d+))");
+  // At most 18 digits: what int64 holds (a longer name is not one of save_state's, and std::stoll
+  // would throw std::out_of_range out of load_state).
+  static const std::regex pattern(R"(checkpoint_(\d{1,18}))");
   std::smatch match;
   if (!std::regex_match(name, match, pattern)) return std::nullopt;
   return std::stoll(match[1].str());
 }
 
-// Complete numbered checkpoints under {project_dir}/checkpoints, oldest first.
+// Complete numbered checkpoints under {project_dir}/checkpoints, oldest first. Only real
+// directories count: save_state makes nothing else there, and a link or FIFO named checkpoint_N
+// (someone else's) is neither followed out, waited on, loaded nor pruned.
 std::vector<std::pair<int64_t, fs::path>> numbered_checkpoints(const std::string& project_dir) {
   std::vector<std::pair<int64_t, fs::path>> out;
   const fs::path root = fs::path(project_dir) / "checkpoints";
   if (!fs::is_directory(root)) return out;
   for (const auto& entry : fs::directory_iterator(root)) {
     const auto number = checkpoint_number(entry.path().filename().string());
-    if (number && entry.is_directory() && is_complete_checkpoint(entry.path().string())) {
+    if (number && entry.is_directory() && !entry.is_symlink() && is_complete_checkpoint(entry.path().string())) {
       out.emplace_back(*number, entry.path());
     }
   }
@@ -150,6 +154,12 @@ std::string load_source(const ProjectConfiguration& project, const std::string& 
     }
   }
   if (!fs::is_directory(source)) throw CheckpointError("acc: checkpoint directory '" + source + "' does not exist");
+  // A marker that is no plain file (a FIFO, a link out) is named here rather than read as missing.
+  const std::string marker = (fs::path(source) / kCheckpointCompleteMarker).string();
+  if (fs::exists(fs::symlink_status(marker))) {
+    const ConfinedReads confined(source);
+    open_file(marker);
+  }
   // Python Accelerate writes no marker (nor crash-safely): its directories are taken as they are.
   if (!is_complete_checkpoint(source) && !is_accelerate_checkpoint(source)) {
     throw CheckpointError("acc: '" + source + "' has no " + kCheckpointCompleteMarker +
@@ -326,6 +336,8 @@ std::string load_training_state(CheckpointContext& context, const std::string& d
   const CheckpointRegistry& registry = *context.registry;
   const std::string source = load_source(project, directory);
   const fs::path dir(source);
+  // Every file below is opened through open_file: none that leads out of the checkpoint is read.
+  const ConfinedReads confined(source);
   const ChecksumVerification verification(source, project.verify_checksums());
   if (is_accelerate_checkpoint(source)) {
     load_accelerate_state(context, source);
