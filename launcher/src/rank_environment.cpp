@@ -1,11 +1,43 @@
 #include "rank_environment.h"
 
+#include <sys/random.h>
+
 #include <acc/environment.h>
 #include <acc_common/rank_variables.h>
+
+#include <cerrno>
 
 extern char** environ;
 
 namespace acc::launcher {
+
+namespace {
+
+// 32 bytes from the kernel's CSPRNG as 64 hex characters, or "" if it gives none (then the job runs
+// without a secret, as before, rather than with a guessable one).
+std::string new_store_secret() {
+  unsigned char raw[32];
+  for (std::size_t done = 0; done < sizeof(raw);) {
+    const ssize_t got = ::getrandom(raw + done, sizeof(raw) - done, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return {};
+    done += static_cast<std::size_t>(got);
+  }
+  static const char digits[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char byte : raw) {
+    hex.push_back(digits[byte >> 4]);
+    hex.push_back(digits[byte & 0xF]);
+  }
+  return hex;
+}
+
+}  // namespace
+
+const std::string& job_store_secret() {
+  static const std::string secret = new_store_secret();
+  return secret;
+}
 
 EnvMap current_environment() {
   EnvMap env;
@@ -39,6 +71,17 @@ EnvMap rank_environment(const LaunchPlan& plan, int local_rank, int restart_coun
   if (plan.store_listen_fd && rank == 0) env[env::kStoreListenFd] = std::to_string(*plan.store_listen_fd);
   // An id given by the user (the same on every machine of a multi-machine job) wins.
   if (!plan.job_id.empty() && !env.count(env::kJobId)) env[env::kJobId] = plan.job_id;
+  // On one machine every job gets a store secret of its own, which its ranks inherit: the store's
+  // port then admits only this job's ranks (the gate, runtime/src/comm/store_gate.h), and no user
+  // types or sees it. Only through the environment, which /proc shows to the job's owner alone, never
+  // on a command line. A secret the user exported wins; several machines need the same one on each,
+  // which only the user can give them (ACC_STORE_SECRET).
+  const auto exported = env.find(env::kStoreSecret);
+  const bool agent_store = env.count(env::kUseAgentStore) && env.at(env::kUseAgentStore) == "True";
+  if (plan.num_machines == 1 && !agent_store && (exported == env.end() || exported->second.empty()) &&
+      !job_store_secret().empty()) {
+    env[env::kStoreSecret] = job_store_secret();
+  }
 
   if (plan.debug) env[env::kDebugMode] = "true";
   if (plan.gradient_accumulation_steps)

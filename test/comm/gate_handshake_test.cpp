@@ -154,6 +154,9 @@ TEST(StoreSecret, ShortSecretIsAConfigErrorNamingTheVariableAndTheFix) {
     const std::string text = e.what();
     EXPECT_NE(text.find("ACC_STORE_SECRET) is 7 characters; it must have at least 16"), std::string::npos) << text;
     EXPECT_NE(text.find("secrets.token_hex(32)"), std::string::npos) << text;
+    // What acc-launch does (launcher/src/rank_environment.cpp), said as it is: one-machine jobs only.
+    EXPECT_NE(text.find("acc-launch makes a secret of its own for every one-machine job"), std::string::npos) << text;
+    EXPECT_EQ(text.find("makes one for every job"), std::string::npos) << text;
   }
 }
 

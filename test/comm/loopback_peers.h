@@ -64,8 +64,10 @@ inline Fd connect_loopback(int port) {
   return fd;
 }
 
-/// A socket bound to 127.0.0.1 (port 0: any) and listening, as rank 0's public socket is.
-inline Fd listen_on(int port = 0) {
+/// A socket bound to 127.0.0.1 (port 0: any) and listening, as rank 0's public socket is (which
+/// has a backlog of SOMAXCONN: give it for floods, whose connections beyond the backlog would wait
+/// for SYN retransmissions).
+inline Fd listen_on(int port = 0, int backlog = 128) {
   Fd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   const int one = 1;
   setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -73,7 +75,7 @@ inline Fd listen_on(int port = 0) {
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   address.sin_port = htons(static_cast<uint16_t>(port));
-  if (bind(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0 || listen(fd.get(), 128) != 0) {
+  if (bind(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0 || listen(fd.get(), backlog) != 0) {
     throw std::runtime_error("listen on 127.0.0.1:" + std::to_string(port) + ": " + detail::errno_text(errno));
   }
   return fd;

@@ -4,7 +4,18 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
 #include <future>
+#include <iostream>
+#include <thread>
 #include <regex>
 
 #include "../support/spawn.h"
@@ -129,5 +140,98 @@ TEST(Rendezvous, StoreListensOnLoopbackOnly) {
   auto result = spawn_ranks(worker(), {"20000", "loopback"}, 2, seconds(60));
   EXPECT_TRUE(result.all_succeeded()) << result.describe();
 }
+
+// SIGPIPE (issue 35, item 7): ranks start with its default action, and Gloo and the store's server
+// write to sockets without MSG_NOSIGNAL; a peer that died must be an error in the rank that writes
+// to it, not signal 13 (which made acc-launch blame a healthy rank).
+TEST(SigPipe, AWriteToAClosedPeerFailsWithEpipeInARank) {
+  auto result = spawn_ranks(worker(), {"20000", "sigpipe"}, 2, seconds(60));
+  ASSERT_FALSE(result.timed_out) << result.describe();
+  for (const auto& rank : result.ranks) EXPECT_EQ(rank.signal, 0) << result.describe();
+  EXPECT_TRUE(result.all_succeeded()) << result.describe();
+}
+
+TEST(SigPipe, AProgramsOwnHandlerIsKept) {
+  auto result = spawn_ranks(worker(), {"20000", "sigpipe_own"}, 2, seconds(60));
+  EXPECT_TRUE(result.all_succeeded()) << result.describe();
+}
+
+TEST(SigPipe, ARankWhosePeerExitsMidCollectiveEndsWithAnError) {
+  auto result = spawn_ranks(worker(), {"20000", "peer_dies"}, 2, seconds(60));
+  ASSERT_FALSE(result.timed_out) << result.describe();
+  ASSERT_EQ(result.ranks[1].exit_code, 3) << result.describe();
+  EXPECT_EQ(result.ranks[0].signal, 0) << "rank 0 must not die of a signal\n" << result.describe();
+  EXPECT_EQ(result.ranks[0].exit_code, 1) << result.describe();
+  EXPECT_THAT(result.ranks[0].output, HasSubstr("PEER ERROR: ")) << result.describe();
+}
+
+// Issue 35, item 2: 3,000 idle connections to rank 0's gate while the job rendezvouses. Rank 0
+// starts alone; once its gate accepts, the flood is opened, then rank 1 starts and must join.
+// Before, the gate held 1,024 unfinished handshakes for 10 s and rank 1 waited behind the rest
+// ("sent 0 of the 42 bytes ... within 10 s").
+TEST(RendezvousFlood, ARankJoinsWhileTheGateIsFlooded) {
+  rlimit limit{};
+  getrlimit(RLIMIT_NOFILE, &limit);
+  limit.rlim_cur = limit.rlim_max;  // the flood's descriptors are this process's
+  setrlimit(RLIMIT_NOFILE, &limit);
+  constexpr int kFlood = 3000;
+  ASSERT_GE(limit.rlim_cur, static_cast<rlim_t>(kFlood + 100));
+  const int port = acc::testing::free_port();
+  const std::map<std::string, std::string> env{{"MASTER_PORT", std::to_string(port)},
+                                               {"ACC_STORE_SECRET", kSecret},
+                                               {"WORLD_SIZE", "2"},
+                                               {"LOCAL_WORLD_SIZE", "2"}};
+  auto rank0 = std::async(std::launch::async, [&] { return spawn_ranks(worker(), {"30000", "sum"}, 1, seconds(60), env); });
+
+  sockaddr_in gate{};
+  gate.sin_family = AF_INET;
+  gate.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  gate.sin_port = htons(static_cast<uint16_t>(port));
+  const auto up_until = std::chrono::steady_clock::now() + seconds(20);
+  bool up = false;
+  while (!up && std::chrono::steady_clock::now() < up_until) {
+    const int probe = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    up = connect(probe, reinterpret_cast<const sockaddr*>(&gate), sizeof(gate)) == 0;
+    close(probe);
+    if (!up) std::this_thread::sleep_for(milliseconds(20));
+  }
+  std::vector<int> flood;
+  for (int i = 0; up && i < kFlood; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) break;
+    flood.push_back(fd);
+    if (connect(fd, reinterpret_cast<const sockaddr*>(&gate), sizeof(gate)) != 0 && errno != EINPROGRESS) break;
+  }
+  auto rank1 = spawn_ranks(worker(), {"30000", "sum"}, 1, seconds(60), env, 1);
+  for (int fd : flood) close(fd);
+  auto result0 = rank0.get();
+  ASSERT_TRUE(up) << "rank 0's gate never accepted\n" << result0.describe();
+  ASSERT_EQ(flood.size(), static_cast<std::size_t>(kFlood));
+  std::cout << "[ measure  ] rank 1 joined and finished in " << rank1.elapsed.count() << " ms during a flood of "
+            << kFlood << " idle connections" << std::endl;
+  EXPECT_TRUE(rank1.all_succeeded()) << rank1.describe();
+  EXPECT_TRUE(result0.all_succeeded()) << result0.describe();
+  EXPECT_LT(rank1.elapsed, seconds(8)) << "the flood held rank 1 back\n" << rank1.describe();
+}
+
+#ifdef ACC_LAUNCH
+// Issue 35, item 3: on one machine acc-launch gives each job a store secret of its own, so a plain
+// TCPStore client of another local process, at the job's port, reads nothing (before: the job id and
+// every rank's host and pid, and it could overwrite the job id). Rank 0 plays that process.
+TEST(JobSecret, AccLaunchKeepsAPlainStoreClientOutOfAOneMachineJob) {
+  const std::string command = "env -u ACC_STORE_SECRET timeout -k 5 60 " + std::string(ACC_LAUNCH) +
+                              " --cpu --num_processes 2 --main_process_port " +
+                              std::to_string(acc::testing::free_port()) + " " + worker() + " 20000 gated 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string out;
+  char buffer[4096];
+  for (size_t got; (got = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, got);
+  const int status = ::pclose(pipe);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << out;
+  EXPECT_THAT(out, HasSubstr("the gate kept out a client without the secret")) << out;
+  EXPECT_THAT(out, Not(HasSubstr("read the job id"))) << out;
+}
+#endif
 
 }  // namespace

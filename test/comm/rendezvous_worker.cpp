@@ -9,14 +9,24 @@
 //   shared_gpu  NCCL's one-GPU-per-rank check on made-up GPUs (ranks r and r+2 share GPU-(r%2)); rank 0
 //               comes last and then drops the store at once, as a process group that failed to start
 //               does: every rank must still print the same error ("SHARED: ...").
+//   sigpipe     writes with writev(2), as Gloo's TCP pairs do, to a socket whose peer has closed: the
+//               write must fail with EPIPE instead of SIGPIPE ending the rank;
+//   sigpipe_own installs its own SIGPIPE handler before the Accelerator: it must still be installed;
+//   peer_dies   rank 1 exits (status 3) while rank 0 sends it a large all-reduce: rank 0 must end with
+//               an error ("PEER ERROR: ..."), exit 1, not die of SIGPIPE;
 //   hold MS     stays in the job MS milliseconds more (another job's rank tries to join meanwhile).
 // Prints "OK ..." and exits 0, or "FAIL: ..." and exits 1; a failed rendezvous prints
 // "RENDEZVOUS FAILED after N ms: <message>" and exits 2.
 #include <ATen/ops/full.h>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -57,6 +67,23 @@ std::vector<std::string> listeners(const std::string& table, int port) {
   return found;
 }
 
+void own_sigpipe_handler(int) {}
+
+// What a write to a closed connection does in this process: "EPIPE", another errno, or nothing
+// (SIGPIPE's default action ends the process before this returns).
+std::string write_to_closed_peer() {
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) return std::strerror(errno);
+  ::close(pair[1]);
+  char byte = 'x';
+  iovec iov{&byte, 1};
+  const ssize_t n = ::writev(pair[0], &iov, 1);  // no MSG_NOSIGNAL possible, as in Gloo
+  const int error = errno;
+  ::close(pair[0]);
+  if (n >= 0) return "the write succeeded";
+  return error == EPIPE ? "EPIPE" : std::strerror(error);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -64,6 +91,9 @@ int main(int argc, char** argv) {
   const std::chrono::milliseconds timeout(std::atoi(argv[1]));
   const std::string scenario = argv[2];
   const auto start = Clock::now();
+  // As acc-launch starts ranks, whatever the test runner ignores (SIG_IGN is inherited across exec).
+  if (scenario == "sigpipe" || scenario == "peer_dies") ::signal(SIGPIPE, SIG_DFL);
+  if (scenario == "sigpipe_own") ::signal(SIGPIPE, own_sigpipe_handler);
   std::unique_ptr<acc::Accelerator> accelerator;
   try {
     accelerator = std::make_unique<acc::Accelerator>(acc::AcceleratorOptions().cpu(true).timeout(timeout));
@@ -107,6 +137,29 @@ int main(int argc, char** argv) {
       }
     }
     accelerator->wait_for_everyone();
+  } else if (scenario == "sigpipe") {
+    const std::string outcome = write_to_closed_peer();
+    if (outcome != "EPIPE") return fail("a write to a closed peer gave: " + outcome);
+    std::cout << "a write to a closed peer failed with EPIPE" << std::endl;
+  } else if (scenario == "sigpipe_own") {
+    struct sigaction current {};
+    sigaction(SIGPIPE, nullptr, &current);
+    if (current.sa_handler != own_sigpipe_handler) return fail("the program's own SIGPIPE handler was replaced");
+  } else if (scenario == "peer_dies") {
+    accelerator->wait_for_everyone();
+    if (rank == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // rank 0 is sending by now
+      std::cout << "rank 1 exits" << std::endl;
+      ::_exit(3);
+    }
+    try {
+      // 64 MiB per all-reduce: far more than the socket buffers, so rank 0 is writing when rank 1 goes.
+      for (int i = 0; i < 50; ++i) acc::reduce(at::full({16 << 20}, 1.0f), "sum");
+    } catch (const std::exception& e) {
+      std::cout << "PEER ERROR: " << e.what() << std::endl;
+      return 1;
+    }
+    return fail("rank 0's all-reduces succeeded without rank 1");
   } else if (scenario == "shared_gpu") {
     if (rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
     try {

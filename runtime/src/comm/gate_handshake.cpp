@@ -73,9 +73,10 @@ void check_store_secret(const std::string& secret) {
   if (secret.size() >= gp::kMinSecretBytes) return;
   throw ConfigError("acc: the store secret (ACC_STORE_SECRET) is " + std::to_string(secret.size()) +
                     " characters; it must have at least " + std::to_string(gp::kMinSecretBytes) +
-                    ", since a recorded handshake lets anyone test guesses offline. acc-launch makes one for "
-                    "every job; to choose it yourself, give every machine the same output of "
-                    "`python3 -c 'import secrets; print(secrets.token_hex(32))'`.");
+                    ", since a recorded handshake lets anyone test guesses offline. On one machine, unset it: "
+                    "acc-launch makes a secret of its own for every one-machine job. A job on several machines "
+                    "needs the same secret on each: export the same output of "
+                    "`python3 -c 'import secrets; print(secrets.token_hex(32))'` on every machine.");
 }
 
 // --- the gate's side -----------------------------------------------------------------------------
@@ -190,6 +191,8 @@ std::string ClientHandshake::failure_on_close(std::size_t partial) const {
       return "rank 0's store at " + gate_ + " closed the connection during the handshake";
   }
 }
+
+bool ClientHandshake::retry_after_close() const { return expect_ == Expect::kVerdict; }
 
 std::string ClientHandshake::failure_on_timeout(std::chrono::milliseconds timeout, std::size_t partial) const {
   if (expect_ == Expect::kGreeting) {

@@ -68,6 +68,9 @@ class Handshake {
   virtual std::string failure_on_close(std::size_t partial) const = 0;
   /// Why the handshake failed when the peer did not finish it within `timeout`.
   virtual std::string failure_on_timeout(std::chrono::milliseconds timeout, std::size_t partial) const = 0;
+  /// Whether a close by the peer at this point may be worth a new connection (a gate sheds the
+  /// oldest unfinished handshakes under a flood) rather than a refusal.
+  virtual bool retry_after_close() const { return false; }
 };
 
 /// The gate's side: greets with a nonce, checks the client's MAC, proves its own.
@@ -96,6 +99,9 @@ class ClientHandshake final : public Handshake {
   Step consume(std::string_view bytes) override;
   std::string failure_on_close(std::size_t partial) const override;
   std::string failure_on_timeout(std::chrono::milliseconds timeout, std::size_t partial) const override;
+  /// True after this side's proof and before the verdict: a gate refuses a wrong secret with a
+  /// verdict, so a close here is a shed connection (or rank 0 exiting, which the retries outlast).
+  bool retry_after_close() const override;
 
  private:
   enum class Expect { kGreeting, kVerdict, kServerMac, kNothing };

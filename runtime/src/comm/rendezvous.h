@@ -2,8 +2,10 @@
 // Joining the job. Rank 0 serves a TCPStore on the socket the launcher reserved for it (or one it
 // binds on MASTER_ADDR: loopback when the job stays on one machine); every rank connects, checks
 // that the store belongs to its own job (the job id), and waits until every rank has arrived. With
-// a secret (ACC_STORE_SECRET), the store listens on loopback and the network reaches it only through
-// an authenticating gate (comm/store_gate.h).
+// a secret (ACC_STORE_SECRET, which acc-launch sets for every one-machine job), the store listens on
+// loopback on a port of its own and MASTER_PORT reaches it only through an authenticating gate
+// (comm/store_gate.h). That inner port is still open to local users who look it up in /proc/net/tcp:
+// c10d's TCPStore cannot check who connects to it.
 // One deadline covers all of it, and each failure names what is missing: rank 0's store, or the
 // ranks that did not arrive.
 #include <torch/csrc/distributed/c10d/Store.hpp>

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <atomic>
 #include <cerrno>
 #include <map>
+#include <set>
 #include <unordered_map>
 
 namespace acc::detail {
@@ -29,6 +31,9 @@ constexpr auto kLastAttemptGrace = std::chrono::milliseconds(200);
 constexpr auto kFirstBackoff = std::chrono::milliseconds(50);
 constexpr auto kMaxBackoff = std::chrono::milliseconds(1000);
 constexpr auto kAcceptPause = std::chrono::milliseconds(100);
+// Accepts per wake-up of the listener, so that the handshakes of connections already accepted are
+// read between batches of a flood (the listener is level-triggered: the rest come next turn).
+constexpr int kAcceptBatch = 64;
 
 // epoll tags: the listener, the wake-up eventfd, and (id << 1) | leg for connections (ids from 1).
 constexpr uint64_t kListenerTag = 0;
@@ -50,6 +55,8 @@ struct Direction {
 struct Session {
   uint64_t id = 0;
   std::string peer;
+  std::string address;         // the peer's host part: what the per-address cap counts
+  bool unauthenticated = false;  // counted by the shedding policy (in its handshake, accepted leg)
   Fd legs[2];
   uint32_t registered[2] = {0, 0};  // the epoll interest of each leg; 0: not in the epoll set
   Phase phase = Phase::kConnecting;
@@ -78,6 +85,17 @@ std::string seconds_text(std::chrono::milliseconds timeout) {
 
 bool would_block(int error) { return error == EAGAIN || error == EWOULDBLOCK; }
 
+// "1.2.3.4:5" -> "1.2.3.4", "[::1]:5" -> "[::1]".
+std::string host_of(const std::string& peer) { return peer.substr(0, peer.rfind(':')); }
+
+// A cap lowered, if need be, to a quarter of the descriptors this process may open (but not below
+// 8): the rest are the store's, Gloo's and the program's.
+std::size_t fit_descriptors(std::size_t cap) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return cap;
+  return std::min(cap, std::max<std::size_t>(8, static_cast<std::size_t>(limit.rlim_cur / 4)));
+}
+
 }  // namespace
 
 struct RelayLoop::Impl {
@@ -92,6 +110,12 @@ struct RelayLoop::Impl {
   std::multimap<TimePoint, uint64_t> timers;  // stale entries (deadline moved on) are skipped
   uint64_t next_id = 1;
   std::size_t unestablished = 0;
+  // shed_unauthenticated: the connections in their handshake, oldest (lowest id) first, in all and
+  // by address; and the caps that apply.
+  std::set<uint64_t> waiting_proof;
+  std::unordered_map<std::string, std::set<uint64_t>> waiting_proof_by_address;
+  std::size_t max_waiting = 0;
+  std::size_t max_waiting_per_address = 0;
   bool listener_registered = false;
   TimePoint accept_paused_until{};
   std::vector<char> scratch;
@@ -117,6 +141,25 @@ struct RelayLoop::Impl {
     fail(s, s.established ? RelayEvent::Kind::kLoopFailed : RelayEvent::Kind::kHandshakeFailed,
          "acc: " + config.thread_name + " failed: " + what);
   }
+  // Whether accepting goes on whatever the number of unfinished connections.
+  bool accepts_always() const { return config.shed_unauthenticated; }
+  void add_waiting(Session& s) {
+    s.unauthenticated = true;
+    waiting_proof.insert(s.id);
+    waiting_proof_by_address[s.address].insert(s.id);
+  }
+  void remove_waiting(Session& s) {
+    if (!s.unauthenticated) return;
+    s.unauthenticated = false;
+    waiting_proof.erase(s.id);
+    const auto found = waiting_proof_by_address.find(s.address);
+    if (found != waiting_proof_by_address.end()) {
+      found->second.erase(s.id);
+      if (found->second.empty()) waiting_proof_by_address.erase(found);
+    }
+  }
+  void shed(uint64_t id, const std::string& why);
+  void make_room(const std::string& address);
   void set_deadline(Session& s, TimePoint when) {
     s.deadline = when;
     timers.emplace(when, s.id);
@@ -165,6 +208,7 @@ struct RelayLoop::Impl {
   void on_connect_event(Session& s);
   void flush_handshake(Session& s);
   void read_handshake(Session& s);
+  void handshake_closed(Session& s, const std::string& why);
   void handshake_step(Session& s);
   void write_pending(Session& s, int source);
   void read_direction(Session& s, int source);
@@ -277,13 +321,28 @@ void RelayLoop::Impl::flush_handshake(Session& s) {
     } else if (n < 0 && would_block(errno)) {
       return;
     } else {
-      fail(s, RelayEvent::Kind::kHandshakeFailed,
-           s.handshake->failure_on_close(s.handshake_in.size()) + " (" + errno_text(errno) + ")");
+      handshake_closed(s, s.handshake->failure_on_close(s.handshake_in.size()) + " (" + errno_text(errno) + ")");
       return;
     }
   }
   s.handshake_out.clear();
   s.handshake_out_offset = 0;
+}
+
+// The peer closed or reset the handshake's leg. On the relay's side, after this rank's proof and
+// before the gate's verdict, that is how a gate under a flood sheds a connection (a wrong secret
+// gets a refusal first): connect again, as for a failed connect. Else the handshake has failed.
+void RelayLoop::Impl::handshake_closed(Session& s, const std::string& why) {
+  if (s.handshake_leg == kB && config.retry_connect && s.handshake && s.handshake->retry_after_close()) {
+    s.handshake.reset();
+    s.handshake_in.clear();
+    s.handshake_out.clear();
+    s.handshake_out_offset = 0;
+    s.connected_b = false;
+    attempt_failed(s, why);
+    return;
+  }
+  fail(s, RelayEvent::Kind::kHandshakeFailed, why);
 }
 
 void RelayLoop::Impl::read_handshake(Session& s) {
@@ -298,14 +357,13 @@ void RelayLoop::Impl::read_handshake(Session& s) {
       s.handshake_in.append(buffer, static_cast<std::size_t>(n));
       if (s.handshake_in.size() == s.handshake->needed()) handshake_step(s);
     } else if (n == 0) {
-      fail(s, RelayEvent::Kind::kHandshakeFailed, s.handshake->failure_on_close(s.handshake_in.size()));
+      handshake_closed(s, s.handshake->failure_on_close(s.handshake_in.size()));
     } else if (errno == EINTR) {
       continue;
     } else if (would_block(errno)) {
       return;
     } else {
-      fail(s, RelayEvent::Kind::kHandshakeFailed,
-           s.handshake->failure_on_close(s.handshake_in.size()) + " (" + errno_text(errno) + ")");
+      handshake_closed(s, s.handshake->failure_on_close(s.handshake_in.size()) + " (" + errno_text(errno) + ")");
     }
   }
 }
@@ -325,6 +383,7 @@ void RelayLoop::Impl::handshake_step(Session& s) {
       fail(s, RelayEvent::Kind::kHandshakeFailed, step.error);
       return;
     case Handshake::State::kDone: {
+      remove_waiting(s);
       report(RelayEvent::Kind::kHandshakeSucceeded, s.peer, {});
       s.handshake_done = true;
       // What the handshake still has to send goes out first on its leg, ahead of relayed bytes.
@@ -446,6 +505,7 @@ void RelayLoop::Impl::settle(Session& s) {
   if (!s.closed) update_interest(s, kA);
   if (!s.closed) update_interest(s, kB);
   if (s.closed) {
+    remove_waiting(s);
     if (!s.established) --unestablished;
     --live;
     sessions.erase(s.id);  // closes both legs, which leaves the epoll set
@@ -485,7 +545,8 @@ void RelayLoop::Impl::update_interest(Session& s, int leg) {
 // --- accepting ------------------------------------------------------------------------------------
 
 void RelayLoop::Impl::update_listener() {
-  const bool want = unestablished < config.max_unestablished && Clock::now() >= accept_paused_until;
+  const bool want =
+      (accepts_always() || unestablished < config.max_unestablished) && Clock::now() >= accept_paused_until;
   if (want == listener_registered) return;
   epoll_event event{};
   event.events = EPOLLIN;
@@ -495,8 +556,34 @@ void RelayLoop::Impl::update_listener() {
   }
 }
 
+// Closes a connection that has not finished its handshake, reported as refused.
+void RelayLoop::Impl::shed(uint64_t id, const std::string& why) {
+  const auto found = sessions.find(id);
+  if (found == sessions.end()) return;
+  Session& s = *found->second;
+  fail(s, RelayEvent::Kind::kHandshakeFailed, why);
+  settle(s);
+}
+
+// Before adding a connection from `address`: the oldest unfinished handshakes go first when a cap
+// is reached, of that address when it holds its share, else of any.
+void RelayLoop::Impl::make_room(const std::string& address) {
+  const auto mine = waiting_proof_by_address.find(address);
+  if (mine != waiting_proof_by_address.end() && mine->second.size() >= max_waiting_per_address) {
+    shed(*mine->second.begin(),
+         "it had not finished the handshake when its address opened more than " +
+             std::to_string(max_waiting_per_address) +
+             " unauthenticated connections, and it was the oldest of them (a flood from that address?)");
+  }
+  while (waiting_proof.size() >= max_waiting) {
+    shed(*waiting_proof.begin(), "it had not finished the handshake when more than " + std::to_string(max_waiting) +
+                                     " unauthenticated connections were open, and it was the oldest (a flood?)");
+  }
+}
+
 void RelayLoop::Impl::accept_all() {
-  while (unestablished < config.max_unestablished) {
+  for (int accepted = 0; accepted < kAcceptBatch && (accepts_always() || unestablished < config.max_unestablished);
+       ++accepted) {
     const int fd = accept4(config.listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       switch (errno) {
@@ -519,6 +606,11 @@ void RelayLoop::Impl::accept_all() {
         case ENETUNREACH:
           continue;
         default:  // EMFILE, ENFILE, ENOBUFS, ENOMEM: level-triggered, it would fire at once again
+          if (accepts_always() && !waiting_proof.empty()) {  // free a descriptor for the newcomer
+            shed(*waiting_proof.begin(), "it had not finished the handshake when this process ran out of "
+                                         "descriptors (" + errno_text(errno) + "), and it was the oldest");
+            continue;
+          }
           accept_paused_until = Clock::now() + kAcceptPause;
           return;
       }
@@ -538,15 +630,19 @@ void RelayLoop::Impl::accept_all() {
         continue;  // `connection` closes it
       }
     }
+    const bool counted = accepts_always() && config.handshake_leg == RelayLoopConfig::HandshakeLeg::kAccepted;
+    if (counted) make_room(host_of(peer));
     auto owned = std::make_unique<Session>();
     Session& s = *owned;
     s.id = next_id++;
     s.peer = peer;
+    s.address = host_of(peer);
     s.legs[kA] = std::move(connection);
     s.handshake_leg = config.handshake_leg == RelayLoopConfig::HandshakeLeg::kAccepted ? kA : kB;
     sessions.emplace(s.id, std::move(owned));
     ++unestablished;
     ++live;
+    if (counted) add_waiting(s);
     try {
       begin(s);
     } catch (const std::exception& e) {
@@ -579,7 +675,9 @@ void RelayLoop::Impl::expire_timers() {
 int RelayLoop::Impl::next_timeout_ms() const {
   TimePoint next = TimePoint::max();
   if (!timers.empty()) next = timers.begin()->first;
-  if (!listener_registered && unestablished < config.max_unestablished) next = std::min(next, accept_paused_until);
+  if (!listener_registered && (accepts_always() || unestablished < config.max_unestablished)) {
+    next = std::min(next, accept_paused_until);
+  }
   if (next == TimePoint::max()) return -1;
   const auto wait = std::chrono::ceil<std::chrono::milliseconds>(next - Clock::now()).count();
   return static_cast<int>(std::clamp<decltype(wait)>(wait, 0, 60'000));
@@ -645,6 +743,9 @@ RelayLoop::RelayLoop(RelayLoopConfig config) : impl_(std::make_unique<Impl>(std:
     throw Error("acc: cannot watch the store relay's eventfd: " + errno_text(errno));
   }
   impl.scratch.resize(kChunk);
+  impl.max_waiting = fit_descriptors(std::max<std::size_t>(1, impl.config.max_unauthenticated));
+  impl.max_waiting_per_address =
+      std::min(impl.max_waiting, std::max<std::size_t>(1, impl.config.max_unauthenticated_per_address));
   thread_ = std::thread([&impl] { impl.run(); });
 }
 

@@ -67,8 +67,17 @@ struct RelayLoopConfig {
   bool retry_connect = false;
   /// Accepted connections not yet relaying (in a handshake or connecting) beyond which the loop
   /// stops accepting until some finish: connections that never speak cannot exhaust descriptors;
-  /// the kernel's backlog holds the rest.
+  /// the kernel's backlog holds the rest. (Not with shed_unauthenticated, which bounds them itself.)
   std::size_t max_unestablished = 1024;
+  /// The gate's policy against a flood (handshake on the accepted leg only): never stop accepting,
+  /// and when more than max_unauthenticated accepted connections are in their handshake, or more
+  /// than max_unauthenticated_per_address from one address, close the oldest of them (of that
+  /// address). A client that knows the secret answers within a round trip, so it is never the
+  /// oldest for long, while a waiting one in the listen backlog would wait for a whole timeout.
+  /// Both caps are lowered to fit a quarter of RLIMIT_NOFILE.
+  bool shed_unauthenticated = false;
+  std::size_t max_unauthenticated = 1024;
+  std::size_t max_unauthenticated_per_address = 64;
   /// Makes a connection's handshake; called on the loop thread.
   std::function<std::unique_ptr<Handshake>()> make_handshake;
   /// Optional: a reason to refuse an accepted socket before anything else, or nullopt to go on.

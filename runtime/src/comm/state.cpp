@@ -7,6 +7,7 @@
 
 #include <mutex>
 
+#include "comm/ignore_sigpipe.h"
 #include "comm/process_group.h"
 #include "comm/state_slot.h"
 
@@ -70,6 +71,9 @@ std::shared_ptr<SharedState> create_state(const AcceleratorOptions& options) {
     c10::impl::getDeviceGuardImpl(c10::kCUDA)->setDevice(state->device);
   }
   if (state->launch.is_distributed()) {
+    // Before the first socket: a peer that dies must be an error in Gloo or the store, not signal 13
+    // here (comm/ignore_sigpipe.h says why).
+    ignore_sigpipe_unless_handled();
     state->group = std::make_unique<ProcessGroup>(state->launch, state->cuda, state->timeout);
     if (options.stall_report_interval()) state->group->set_stall_report_interval(*options.stall_report_interval());
   }

@@ -46,7 +46,9 @@ StoreGate::StoreGate(int listen_fd, const std::string& upstream_host, int upstre
   config.handshake_timeout = options.handshake_timeout;
   config.connect_timeout = kUpstreamConnectTimeout;
   config.retry_connect = false;
-  config.max_unestablished = options.max_pending_handshakes;
+  config.shed_unauthenticated = true;
+  config.max_unauthenticated = options.max_pending_handshakes;
+  config.max_unauthenticated_per_address = options.max_pending_per_address;
   config.make_handshake = [secret = std::move(secret)] { return std::make_unique<ServerHandshake>(secret); };
   config.thread_name = "acc-store-gate";
   config.on_event = [counters = counters_.get(), port = port_,

@@ -36,11 +36,17 @@ class RelayLoop;
 std::string new_store_secret();
 
 struct GateOptions {
-  /// A client that has not completed the handshake this long after connecting is dropped.
-  std::chrono::milliseconds handshake_timeout{10000};
-  /// Connections in their handshake beyond which the gate stops accepting until some finish (the
-  /// rest wait in the listen backlog): silent connections cannot exhaust rank 0's descriptors.
+  /// A client that has not completed the handshake this long after connecting is dropped. A rank
+  /// answers within a round trip; the time is for a loaded machine, not a slow protocol.
+  std::chrono::milliseconds handshake_timeout{3000};
+  /// Against a flood of connections that never prove the secret (this gate faces the network):
+  /// the gate never stops accepting, and when this many connections are in their handshake, or
+  /// max_pending_per_address from one address, it closes the oldest of them (of that address) for
+  /// each new one. A rank answers the greeting at once, so it is never the oldest for long; one
+  /// closed all the same (a rank's relay) connects again. Both caps are lowered to a quarter of
+  /// RLIMIT_NOFILE, so silent connections cannot exhaust rank 0's descriptors.
   std::size_t max_pending_handshakes = 1024;
+  std::size_t max_pending_per_address = 64;
   /// Called once, for the first refused connection, with a sentence naming the peer and why
   /// (route it to a warning). On the gate's thread; must not block or destroy the gate.
   std::function<void(const std::string&)> on_refused;
