@@ -53,7 +53,7 @@ TEST(DeadlineStore, ACallWithoutAnAnswerRaisesAtTheDeadlineAndLaterCallsFailAtOn
     FAIL() << "check() returned from a store that does not answer";
   } catch (const StoreNotAnswering& e) {
     EXPECT_STREQ(e.what(),
-                 "acc: rank 0's store at 127.0.0.1:1 did not answer a check call within 300 ms: the rank that "
+                 "acc: rank 0's store at 127.0.0.1:1 did not answer this rank's check call within 300 ms: the rank that "
                  "serves it is stopped (SIGSTOP, a debugger), its machine is unreachable, or it is too busy to "
                  "answer");
   }

@@ -75,6 +75,23 @@ TEST_P(Deadline, MissingRanksAreNamedWhenTheDeadlinePasses) {
 INSTANTIATE_TEST_SUITE_P(Rendezvous, Deadline, ::testing::Values(3000, 6000),
                          [](const auto& info) { return std::to_string(info.param / 1000) + "s"; });
 
+TEST(Rendezvous, RankZeroStoppedDuringTheRendezvousIsNamedWithinTheDeadline) {
+  // Ranks 0 and 1 of 3 (rank 2 never starts, so the rendezvous waits); rank 0 is stopped 1.5 s in.
+  // c10d's store client has no deadline of its own: before, rank 1 blocked in the store until rank 0
+  // was continued (13.5 s here; forever in a job).
+  const int timeout_ms = 5000;
+  auto result = spawn_ranks(worker(), {std::to_string(timeout_ms), "stopped_zero"}, 2, seconds(60), {{"WORLD_SIZE", "3"}});
+  ASSERT_FALSE(result.timed_out) << result.describe();
+  const std::string& out = result.ranks[1].output;
+  EXPECT_EQ(result.ranks[1].exit_code, 2) << result.describe();
+  EXPECT_THAT(out, HasSubstr("rank 1 of 3: during the rendezvous, rank 0's store at 127.0.0.1:")) << out;
+  EXPECT_THAT(out, HasSubstr("the rank that serves it is stopped (SIGSTOP, a debugger), its machine is unreachable"))
+      << out;
+  const long took = failed_after_ms(out);
+  std::cout << "rank 1 named the stopped rank 0 after " << took << " ms (deadline " << timeout_ms << " ms)\n";
+  EXPECT_LE(took, timeout_ms * 11 / 10) << "the deadline must hold within 10 %\n" << result.describe();
+}
+
 TEST(Rendezvous, CompleteJobSucceeds) {
   auto result = spawn_ranks(worker(), {"20000", "sum"}, 3, seconds(60));
   ASSERT_TRUE(result.all_succeeded()) << result.describe();

@@ -14,6 +14,9 @@
 //   sigpipe_own installs its own SIGPIPE handler before the Accelerator: it must still be installed;
 //   peer_dies   rank 1 exits (status 3) while rank 0 sends it a large all-reduce: rank 0 must end with
 //               an error ("PEER ERROR: ..."), exit 1, not die of SIGPIPE;
+//   stopped_zero rank 0 is stopped (SIGSTOP, by a child of its own) 1.5 s into the rendezvous and
+//               continued 12 s later; the others must fail within their deadline, naming the store
+//               that does not answer (run with a rank missing, so the rendezvous is still waiting);
 //   hold MS     stays in the job MS milliseconds more (another job's rank tries to join meanwhile).
 // Prints "OK ..." and exits 0, or "FAIL: ..." and exits 1; a failed rendezvous prints
 // "RENDEZVOUS FAILED after N ms: <message>" and exits 2.
@@ -94,6 +97,17 @@ int main(int argc, char** argv) {
   // As acc-launch starts ranks, whatever the test runner ignores (SIG_IGN is inherited across exec).
   if (scenario == "sigpipe" || scenario == "peer_dies") ::signal(SIGPIPE, SIG_DFL);
   if (scenario == "sigpipe_own") ::signal(SIGPIPE, own_sigpipe_handler);
+  if (scenario == "stopped_zero" && std::string(std::getenv("RANK")) == "0") {
+    const pid_t self = ::getpid();
+    if (::fork() == 0) {  // only async-signal-safe calls from here
+      for (int fd = 0; fd < 1024; ++fd) ::close(fd);  // the test reads the rank's output to its end
+      ::usleep(1500 * 1000);
+      ::kill(self, SIGSTOP);
+      ::sleep(12);
+      ::kill(self, SIGCONT);
+      ::_exit(0);
+    }
+  }
   std::unique_ptr<acc::Accelerator> accelerator;
   try {
     accelerator = std::make_unique<acc::Accelerator>(acc::AcceleratorOptions().cpu(true).timeout(timeout));

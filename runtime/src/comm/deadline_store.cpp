@@ -118,7 +118,7 @@ Result DeadlineStore::run(const char* what, Milliseconds deadline, Call call) {
   if (worker.abandoned) {
     const auto waited = std::chrono::duration_cast<Milliseconds>(Clock::now() - worker.stuck_since);
     throw StoreNotAnswering("acc: " + whose_ + " has not answered for " + seconds_text(waited / 1000 * 1000) +
-                            " (since a " + worker.stuck_call +
+                            " (since this rank's " + worker.stuck_call +
                             " call): the rank that serves it is stopped (SIGSTOP, a debugger), its "
                             "machine is unreachable, or it is too busy to answer");
   }
@@ -147,7 +147,7 @@ Result DeadlineStore::run(const char* what, Milliseconds deadline, Call call) {
       }
     }
     slot->cancelled = true;
-    throw StoreNotAnswering("acc: " + whose_ + " did not answer a " + what + " call within " +
+    throw StoreNotAnswering("acc: " + whose_ + " did not answer this rank's " + what + " call within " +
                             seconds_text(deadline) +
                             ": the rank that serves it is stopped (SIGSTOP, a debugger), its machine is "
                             "unreachable, or it is too busy to answer");

@@ -70,10 +70,7 @@ ProcessGroup::ProcessGroup(const LaunchInfo& launch, CudaCollectives cuda,
   const Milliseconds timeout_of_join = cuda_ == CudaCollectives::kNccl ? nccl_timeout_ : gloo_timeout_;
   JoinedStore joined = rendezvous(launch, timeout_of_join);
   store_access_ = std::move(joined.access);
-  // Every call on the store from here on (acc's, Gloo's, NCCL's) answers within the job's deadline.
-  const std::string whose = (launch.agent_store ? "torchrun's agent store at " : "rank 0's store at ") +
-                            launch.master_addr + ":" + std::to_string(launch.master_port);
-  store_ = c10::make_intrusive<DeadlineStore>(std::move(joined.store), timeout_of_join, whose);
+  store_ = std::move(joined.store);  // every call on it answers within the deadline (deadline_store.h)
   if (cuda_ == CudaCollectives::kNccl) check_one_gpu_per_rank(*this, this_rank_gpu());  // subgroups inherit it
   create_backends();
 }

@@ -10,6 +10,7 @@
 #include <future>
 #include <thread>
 
+#include "comm/deadline_store.h"
 #include "comm/process_group.h"
 #include "comm/store_gate.h"
 #include "comm/store_socket.h"
@@ -129,6 +130,7 @@ JoinedStore join(const LaunchInfo& launch, const Deadline& deadline) {
 // hand with a stale MASTER_PORT.
 void check_job(c10d::Store& store, const LaunchInfo& launch, bool publishes, const Deadline& deadline) {
   const std::string where = launch.master_addr + ":" + std::to_string(launch.master_port);
+  const StoreDeadlineGuard within(deadline.left());
   if (publishes) {
     store.set(kJobKey, std::vector<uint8_t>(launch.job_id.begin(), launch.job_id.end()));
     return;
@@ -179,17 +181,30 @@ void wait_for_arrivals(c10d::Store& store, const LaunchInfo& launch, const Deadl
   bool snapshot_taken = false;
   try {
     // One counter read per poll, however many ranks: cheap for the store's single thread.
-    while (store.add("arrivals", 0) < launch.world_size) {
+    // Each call on the store within what is left of the deadline (and a moment for the answer to a
+    // call made just before it): rank 0 may stop answering.
+    const Milliseconds answer_time = std::min(deadline.total / 20, Milliseconds(250));
+    auto arrived = [&] {
+      const StoreDeadlineGuard within(deadline.left() + answer_time);
+      return store.add("arrivals", 0);
+    };
+    while (arrived() < launch.world_size) {
       const auto now = Clock::now();
       if (now >= deadline.at) break;
       if (now >= snapshot_at && !snapshot_taken) {
+        const StoreDeadlineGuard within(deadline.left() + answer_time);
         missing = missing_ranks(store, launch.world_size);
         snapshot_taken = true;
       }
       std::this_thread::sleep_for(std::min<Clock::duration>(std::chrono::milliseconds(50), deadline.at - now));
     }
+    // Past the deadline, the last look at the store is short.
+    const StoreDeadlineGuard last_look(std::min(deadline.total / 10, Milliseconds(500)));
     if (Clock::now() < deadline.at || store.add("arrivals", 0) >= launch.world_size) return;
     missing = missing_ranks(store, launch.world_size);
+  } catch (const StoreNotAnswering& e) {
+    throw DistributedError("acc: " + rank_text(launch) + ": during the rendezvous, " +
+                           std::string(e.what()).substr(std::string("acc: ").size()));
   } catch (const std::exception& e) {
     // The store went away: rank 0 gave up at its own deadline (with the list taken before), or exited.
     if (!snapshot_taken) {
@@ -221,6 +236,13 @@ JoinedStore rendezvous(const LaunchInfo& launch, Milliseconds timeout) {
   }
   const bool serves = launch.rank == 0 && !launch.agent_store;
   JoinedStore joined = serves ? serve(launch, deadline) : join(launch, deadline);
+  // From here every call on the store (this rendezvous's, then Gloo's, NCCL's and acc's) answers or
+  // raises within the deadline: c10d's client waits for answers without one, and a rank 0 stopped
+  // (SIGSTOP, a debugger) or cut off keeps the connection open and never answers.
+  joined.store = c10::make_intrusive<DeadlineStore>(
+      std::move(joined.store), timeout,
+      (launch.agent_store ? "torchrun's agent store at " : "rank 0's store at ") + launch.master_addr + ":" +
+          std::to_string(launch.master_port));
   check_job(*joined.store, launch, launch.rank == 0, deadline);
   // Under torchrun's agent store, keys outlive a restart: each attempt gets its own.
   joined.store = c10::make_intrusive<c10d::PrefixStore>(
