@@ -288,7 +288,8 @@ TEST_F(FunctionLauncher, CalledTwiceRunsTwoJobs) {
           auto sum = acc::reduce(torch::tensor({1.0}), "sum");
           check(sum.item<double>() == 2.0, "sum of two ones");
           write_file(dir / (call + "_" + std::to_string(accelerator.process_index())),
-                     "job=" + env_or("ACC_JOB_ID") + "\nport=" + env_or("MASTER_PORT") + "\n");
+                     "job=" + env_or("ACC_JOB_ID") + "\nport=" + env_or("MASTER_PORT") +
+                         "\nsecret=" + env_or("ACC_STORE_SECRET") + "\n");
         },
         2);
   }
@@ -298,6 +299,11 @@ TEST_F(FunctionLauncher, CalledTwiceRunsTwoJobs) {
   EXPECT_EQ(read_fields(file("first_1"))["port"], first["port"]);
   EXPECT_EQ(read_fields(file("second_1"))["port"], second["port"]);
   EXPECT_NE(first["job"], second["job"]) << "each call is a job of its own";
+  // ... with a store secret of its own (the reduce above went through the store's gate with it).
+  EXPECT_EQ(first["secret"].size(), 64u) << first["secret"];
+  EXPECT_EQ(read_fields(file("first_1"))["secret"], first["secret"]);
+  EXPECT_EQ(read_fields(file("second_1"))["secret"], second["secret"]);
+  EXPECT_NE(first["secret"], second["secret"]);
   EXPECT_TRUE(no_children_left());
 }
 

@@ -32,6 +32,7 @@ JobEnvironment job() {
   job.master_addr = "127.0.0.1";
   job.master_port = 41234;
   job.job_id = "0123456789abcdef";
+  job.store_secret = "a-secret-of-the-job-0123456789abcdef";
   job.mixed_precision = acc::MixedPrecision::FP16;
   job.cpu = true;
   job.threads_per_rank = 3;
@@ -52,6 +53,7 @@ TEST(LaunchRankEnvironment, HasAccLaunchsVariables) {
                                                        {"TORCHELASTIC_RESTART_COUNT", "0"},
                                                        {"TORCHELASTIC_MAX_RESTARTS", "0"},
                                                        {"ACC_JOB_ID", "0123456789abcdef"},
+                                                       {"ACC_STORE_SECRET", "a-secret-of-the-job-0123456789abcdef"},
                                                        {"ACCELERATE_MIXED_PRECISION", "fp16"},
                                                        {"ACCELERATE_USE_CPU", "True"},
                                                        {"OMP_NUM_THREADS", "3"},
@@ -65,9 +67,8 @@ TEST(LaunchRankEnvironment, OnlyRankZeroGetsTheListeningSocket) {
   EXPECT_EQ(as_map(rank1).count("ACC_STORE_LISTEN_FD"), 0u);
   auto unsets = [](const RankEnvironment& e) { return std::set<std::string>(e.unset.begin(), e.unset.end()); };
   EXPECT_EQ(unsets(rank1), (std::set<std::string>{"ACC_STORE_LISTEN_FD", "TORCHELASTIC_RUN_ID",
-                                                  "TORCHELASTIC_USE_AGENT_STORE", "ACC_STORE_SECRET"}));
-  EXPECT_EQ(unsets(rank0),
-            (std::set<std::string>{"TORCHELASTIC_RUN_ID", "TORCHELASTIC_USE_AGENT_STORE", "ACC_STORE_SECRET"}));
+                                                  "TORCHELASTIC_USE_AGENT_STORE"}));
+  EXPECT_EQ(unsets(rank0), (std::set<std::string>{"TORCHELASTIC_RUN_ID", "TORCHELASTIC_USE_AGENT_STORE"}));
 }
 
 TEST(LaunchRankEnvironment, ExtraVariablesMayNotReplaceTheLaunchers) {

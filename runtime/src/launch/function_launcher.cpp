@@ -16,6 +16,7 @@
 #include <mutex>
 
 #include "comm/state_slot.h"
+#include "comm/store_gate.h"
 #include "launch/fork_safety.h"
 #include "launch/listen_socket.h"
 #include "launch/rank_environment.h"
@@ -204,6 +205,9 @@ void launch(const std::function<void()>& fn, int num_processes, const LaunchOpti
   job.threads_per_rank = threads;
   job.extra = options.env();
   job.job_id = detail::new_job_id();
+  // A secret of the job's own, as acc-launch gives one-machine jobs: no other local user's process
+  // reaches the store through MASTER_PORT.
+  job.store_secret = detail::new_store_secret();
   // Reserved before any rank exists and handed to rank 0: no window in which another program can
   // take the port.
   const detail::ReservedPort reserved = detail::reserve_port(options.master_addr(), options.master_port());

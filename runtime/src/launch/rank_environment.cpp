@@ -28,7 +28,7 @@ const std::map<std::string, std::string>& owned_variables() {
       {env::kUseAgentStore, "rank 0 serves the store"},
       {env::kStoreListenFd, "acc::launch reserves the port itself"},
       {env::kJobId, "each call is a job of its own, with a fresh id"},
-      {env::kStoreSecret, "the job stays on one machine"},
+      {env::kStoreSecret, "each call is a job of its own, with a fresh secret"},
       {env::kMixedPrecision, "set LaunchOptions::mixed_precision instead"},
       {env::kUseCpu, "set LaunchOptions::cpu instead"},
       {kOmpNumThreads, "set LaunchOptions::num_cpu_threads_per_process instead"},
@@ -54,6 +54,7 @@ RankEnvironment rank_environment(const JobEnvironment& job, int rank, int listen
   placement.use_cpu = job.cpu;
   for (auto& variable : common::rank_variables(placement)) out.set.push_back(std::move(variable));
   set(env::kJobId, job.job_id);
+  set(env::kStoreSecret, job.store_secret);
   // For what the rank starts; the rank's own torch is told with at::set_num_threads (OpenMP read
   // the variable when it was loaded, in the caller).
   set(kOmpNumThreads, std::to_string(job.threads_per_rank));
@@ -62,7 +63,7 @@ RankEnvironment rank_environment(const JobEnvironment& job, int rank, int listen
   } else {
     out.unset.emplace_back(env::kStoreListenFd);
   }
-  for (const char* name : {env::kRunId, env::kUseAgentStore, env::kStoreSecret}) out.unset.emplace_back(name);
+  for (const char* name : {env::kRunId, env::kUseAgentStore}) out.unset.emplace_back(name);
   return out;
 }
 
