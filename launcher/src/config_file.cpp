@@ -52,15 +52,6 @@ YAML::Node json_to_yaml(const nlohmann::json& j) {
   return YAML::Node(j.dump());
 }
 
-std::string file_kind(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a named pipe (FIFO)";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
-}
-
 [[noreturn]] void refuse_file(const std::string& path, const std::string& problem) {
   throw UsageError("config file '" + path + "' " + problem +
                    "; give --config_file the path of a YAML or JSON config (`acc-config` writes one)");
@@ -77,7 +68,9 @@ std::string file_kind(mode_t mode) {
 }
 
 void check_regular(const std::string& path, const struct stat& info) {
-  if (!S_ISREG(info.st_mode)) refuse_file(path, "is " + file_kind(info.st_mode) + ", not a regular file");
+  if (!S_ISREG(info.st_mode)) {
+    refuse_file(path, "is " + common::file_type_words(info.st_mode) + ", not a regular file");
+  }
   if (info.st_size > kMaxConfigBytes) refuse_too_large(path, static_cast<long long>(info.st_size));
 }
 
