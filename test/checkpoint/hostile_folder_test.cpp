@@ -24,12 +24,11 @@
 #include <acc/acc.h>
 #include <gtest/gtest.h>
 
-#include "../data/indices_dataset.h"
+#include "checkpointed_program.h"
 #include "env_fixture.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
-using acc::testing::Indices;
 using acc::testing::ScratchDir;
 
 namespace {
@@ -84,38 +83,7 @@ std::string in_child(const std::function<std::string()>& body) {
   return finished ? result : kBlocked;
 }
 
-acc::AcceleratorOptions options(acc::ProjectConfiguration project) {
-  return acc::AcceleratorOptions().environment(acc::testing::fake_env({})).cpu(true).project_config(project);
-}
-
-struct Note {
-  std::string text = "epoch 3";
-  void save(torch::serialize::OutputArchive& archive) const { archive.write("text", c10::IValue(text)); }
-  void load(torch::serialize::InputArchive& archive) {
-    c10::IValue value;
-    archive.read("text", value);
-    text = value.toStringRef();
-  }
-};
-
-// Everything save_state writes: model, optimizer, scheduler, a registered object, a data loader's
-// position and the RNG states.
-struct Program {
-  explicit Program(acc::ProjectConfiguration project) : accelerator(options(project)) {
-    accelerator.prepare(model, optimizer, scheduler);
-    accelerator.register_for_checkpointing(note);
-    loader = accelerator.prepare_data_loader(Indices(12), torch::data::DataLoaderOptions(4));
-    optimizer.zero_grad();
-    model->forward(torch::randn({4, 4})).sum().backward();
-    optimizer.step();
-  }
-  acc::Accelerator accelerator;
-  torch::nn::Linear model{4, 2};
-  acc::Optimizer<torch::optim::Adam> optimizer{model->parameters(), 0.1};
-  torch::optim::StepLR scheduler{optimizer, 2, 0.5};
-  Note note;
-  decltype(accelerator.prepare_data_loader(Indices(12), torch::data::DataLoaderOptions(4))) loader;
-};
+using Program = acc::testing::CheckpointedProgram;
 
 acc::ProjectConfiguration layout(acc::CheckpointFormat format, bool verify = true) {
   return acc::ProjectConfiguration().checkpoint_format(format).verify_checksums(verify);
