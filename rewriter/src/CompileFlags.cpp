@@ -5,6 +5,7 @@
 #include "GccFlags.h"
 #include "UserBuild.h"
 
+#include <acc_common/path_kind.h>
 #include <clang/Tooling/JSONCompilationDatabase.h>
 #include <llvm/ADT/StringExtras.h>
 #include <llvm/Support/FileSystem.h>
@@ -201,9 +202,19 @@ std::unique_ptr<CompileFlags> makeCompileFlags(const Options &options, const std
     llvm::SmallString<256> dir(options.inputs.front());
     fs::make_absolute(dir);
     if (!isDir(dir)) path::remove_filename(dir);
+    // Only a regular file is read: clang's JSON reader would wait forever on a FIFO of that name (or
+    // read a link to /dev/zero without end); anything else is named and passed over.
+    auto isDatabase = [](const std::string &candidate) {
+      const acc::common::PathKind kind = acc::common::inspect_path(candidate);
+      if (!kind.exists()) return false;
+      if (kind.regular()) return true;
+      llvm::errs() << "acc-migrate: note: '" << candidate << "' is " << kind.description()
+                   << ", not a compilation database; it is passed over\n";
+      return false;
+    };
     for (; !dir.empty(); dir = path::parent_path(dir)) {
-      if (fs::exists(dir + "/compile_commands.json")) { jsonDir = dir.str().str(); break; }
-      if (fs::exists(dir + "/build/compile_commands.json")) { jsonDir = (dir + "/build").str(); break; }
+      if (isDatabase((dir + "/compile_commands.json").str())) { jsonDir = dir.str().str(); break; }
+      if (isDatabase((dir + "/build/compile_commands.json").str())) { jsonDir = (dir + "/build").str(); break; }
       if (projectBuildsSources && dir == top) break;
     }
   }

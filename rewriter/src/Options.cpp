@@ -5,10 +5,14 @@
 #include <llvm/ADT/SmallVector.h>
 #include <llvm/ADT/StringRef.h>
 #include <llvm/Support/CommandLine.h>
-#include <llvm/Support/FileSystem.h>
+#include <llvm/Support/Path.h>
 #include <llvm/Support/raw_ostream.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 namespace cl = llvm::cl;
 
@@ -51,6 +55,112 @@ static std::optional<std::string> readPchCacheLimit(const std::string &flag, Opt
   std::string source = !flag.empty() ? "--pch-cache-limit" : "$ACC_MIGRATE_CACHE_LIMIT";
   return source + " '" + text + "': not a size; give bytes or a whole number with K, M or G (e.g. 2G, 500M)" +
          (flag.empty() ? ", or unset it for the default 2G" : "");
+}
+
+// The paths flags name are looked at before anything runs, as the inputs are (acc_common/path_kind.h):
+// clang's JSON reader would wait forever on a FIFO named compile_commands.json (or read a link to
+// /dev/zero without end), and a report written to a FIFO nobody reads waits at the end of a long run.
+// Each wrong kind is one usage error naming what the path is and what the flag takes.
+using acc::common::PathKind;
+
+// "'<path>': no such file or directory" or "'<path>' is a named pipe (FIFO)": the start of each message.
+static std::string whatIs(const std::string &path, const PathKind &kind) {
+  if (kind.error != 0 && !kind.is_link)
+    return "'" + path + "': " + (kind.error == ENOENT ? "no such file or directory" : std::strerror(kind.error));
+  return "'" + path + "' is " + kind.description();
+}
+
+// A directory the run reads (-p, --torch, --acc-include): it must be there, and be one.
+static std::optional<std::string> checkReadDir(const std::string &dir, const std::string &takes) {
+  PathKind kind = acc::common::inspect_path(dir);
+  if (kind.directory()) return std::nullopt;
+  return whatIs(dir, kind) + (kind.exists() ? ", not a directory; " : "; ") + takes;
+}
+
+// A directory the run creates or writes into (--output-dir, --pch-cache): missing is fine, anything
+// but a directory (or a link to one) is not.
+static std::optional<std::string> checkWriteDir(const std::string &dir, const std::string &takes) {
+  PathKind kind = acc::common::inspect_path(dir);
+  if (kind.directory() || (kind.error == ENOENT && !kind.is_link)) return std::nullopt;
+  return whatIs(dir, kind) + (kind.exists() ? ", not a directory; " : "; ") + takes;
+}
+
+// A file the run writes at its end (--report, --sarif). A regular file, or a new one in an existing
+// directory, is written. A character device is written as a shell redirection would (/dev/null, and
+// /dev/stdout on a terminal). A FIFO (also /dev/stdout or /dev/fd/N on a pipe) is written when a
+// process reads it now: it is opened here without blocking and held open until the end, so that
+// its reader waits for the report instead of seeing an empty stream; with no reader, the write would
+// wait forever, so it is refused. A directory, a socket or a block device (writing would overwrite a
+// disk) is refused.
+static std::optional<std::string> checkOutputFile(const std::string &file, const std::string &flag,
+                                                  std::vector<int> &held) {
+  const std::string fix = "; give " + flag + " a regular file (or /dev/stdout)";
+  PathKind kind = acc::common::inspect_path(file);
+  if ((kind.error == ENOENT || kind.error == ENOTDIR) && !kind.is_link) {
+    llvm::SmallString<256> parent(file);
+    llvm::sys::path::remove_filename(parent);
+    if (parent.empty()) parent = ".";
+    PathKind dir = acc::common::inspect_path(std::string(parent));
+    if (dir.directory()) return std::nullopt;
+    const std::string where = std::string(parent);
+    return "'" + file + "': " +
+           (dir.exists() ? "'" + where + "' is " + dir.description() + ", not a directory"
+                         : "its directory '" + where + "' does not exist") +
+           "; give " + flag + " a file in an existing directory";
+  }
+  // A dangling link is written through, creating its target, as a shell redirection would.
+  if (kind.error == ENOENT && kind.is_link) return std::nullopt;
+  if (kind.error != 0) return whatIs(file, kind) + fix;
+  if (kind.regular() || S_ISCHR(kind.type)) return std::nullopt;
+  if (S_ISFIFO(kind.type)) {
+    int fd = ::open(file.c_str(), O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd >= 0) {
+      held.push_back(fd);
+      return std::nullopt;
+    }
+    if (errno == ENXIO)
+      return whatIs(file, kind) + " that no process is reading (writing to it would wait for one); start its "
+                                  "reader first, or give " + flag + " a regular file";
+    return whatIs(file, kind) + " that cannot be opened (" + std::strerror(errno) + ")" + fix;
+  }
+  if (S_ISBLK(kind.type))
+    return whatIs(file, kind) + ", not a file (writing " + flag + " there would overwrite the device)" + fix;
+  return whatIs(file, kind) + ", not a file" + fix;
+}
+
+// Every path a flag names, in the order of --help; `pchCacheGiven`: --pch-cache without --no-pch-cache.
+static std::optional<std::string> checkFlagPaths(Options &out, bool pchCacheGiven) {
+  if (!out.buildDir.empty()) {
+    if (auto error = checkReadDir(out.buildDir, "-p takes the build directory that holds compile_commands.json"))
+      return error;
+    // Missing, it is named by the database's own error later (with the CMake option that writes it).
+    std::string database = out.buildDir + "/compile_commands.json";
+    PathKind kind = acc::common::inspect_path(database);
+    if (!kind.regular() && !(kind.error == ENOENT && !kind.is_link))
+      return whatIs(database, kind) + (kind.exists() ? ", not a regular file" : "") +
+             "; -p takes a build directory whose compile_commands.json CMake wrote (configure it with "
+             "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON)";
+  }
+  if (!out.torchDir.empty())
+    if (auto error = checkReadDir(out.torchDir, "--torch takes the libtorch root or the torch Python package directory"))
+      return error;
+  if (!out.accInclude.empty())
+    if (auto error = checkReadDir(out.accInclude, "--acc-include takes the directory that holds acc/acc.h"))
+      return error;
+  if (!out.outputDir.empty())
+    if (auto error = checkWriteDir(out.outputDir, "--output-dir takes a directory to write the migrated copy into "
+                                                  "(created when missing)"))
+      return error;
+  if (pchCacheGiven)
+    if (auto error = checkWriteDir(out.pchCache, "--pch-cache takes a directory for the precompiled headers (created "
+                                                 "when missing), or use --no-pch-cache"))
+      return error;
+  // Last: a FIFO with a reader is opened here, and no later error should leave its reader an empty stream.
+  if (!out.reportFile.empty())
+    if (auto error = checkOutputFile(out.reportFile, "--report", out.heldOutputs)) return error;
+  if (!out.sarifFile.empty())
+    if (auto error = checkOutputFile(out.sarifFile, "--sarif", out.heldOutputs)) return error;
+  return std::nullopt;
 }
 
 std::optional<int> parseOptions(int argc, const char **argv, Options &out) {
@@ -159,8 +269,8 @@ std::optional<int> parseOptions(int argc, const char **argv, Options &out) {
       return usage("'" + input + "' is " + kind.description() +
                    ", not a source file or a directory; give C++ sources (.cpp .cc .cxx) or directories holding them");
   }
-  if (!out.buildDir.empty() && !llvm::sys::fs::is_directory(out.buildDir))
-    return usage("-p '" + out.buildDir + "': not a directory; pass the build directory that holds compile_commands.json");
+  if (std::optional<std::string> error = checkFlagPaths(out, pchCache.getNumOccurrences() && !noPch))
+    return usage(*error);
   return std::nullopt;
 }
 

@@ -28,6 +28,9 @@ struct Options {
   // Bytes: --pch-cache-limit, else $ACC_MIGRATE_CACHE_LIMIT, else kDefaultPchCacheLimit (PchCache.h).
   uint64_t pchCacheLimit = uint64_t(2) << 30;
   unsigned jobs = 0;  // 0: one per hardware thread
+  // --report/--sarif FIFOs with a reader, opened when the options were checked and never closed: the
+  // reader then sees one stream that ends after the report, not an end before the run has written.
+  std::vector<int> heldOutputs;
 };
 
 // Exit codes, as documented in --help.
