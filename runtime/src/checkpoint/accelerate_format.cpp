@@ -22,6 +22,7 @@
 
 #include "checkpoint/accelerate_optimizer.h"
 #include "checkpoint/archive_file.h"
+#include "checkpoint/file_names.h"
 #include "checkpoint/loader_positions.h"
 #include "checkpoint/model_tensors.h"
 #include "checkpoint/python_pickle.h"
@@ -31,10 +32,6 @@ namespace fs = std::filesystem;
 namespace acc::detail {
 namespace {
 
-// Accelerate's numbering: "model.safetensors", "model_1.safetensors", ...
-std::string numbered(const std::string& stem, size_t index, const std::string& extension) {
-  return index == 0 ? stem + extension : stem + "_" + std::to_string(index) + extension;
-}
 std::string rng_file(int rank) { return "random_states_" + std::to_string(rank) + ".pkl"; }
 // acc's loader positions and registered objects have no Python counterpart: files of their own,
 // which Accelerate never opens.

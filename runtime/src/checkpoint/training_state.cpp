@@ -24,6 +24,7 @@
 #include "checkpoint/archive_file.h"
 #include "checkpoint/checksums.h"
 #include "checkpoint/directory.h"
+#include "checkpoint/file_names.h"
 #include "checkpoint/file_io.h"
 #include "checkpoint/loader_positions.h"
 #include "checkpoint/state_dict_layout.h"
@@ -32,11 +33,6 @@ namespace fs = std::filesystem;
 
 namespace acc::detail {
 namespace {
-
-// "model", "model_1", ...: the stem of the index-th object of a kind, plus `extension`.
-std::string numbered(const std::string& stem, size_t index, const std::string& extension) {
-  return index == 0 ? stem + extension : stem + "_" + std::to_string(index) + extension;
-}
 
 std::string rank_file(int rank) { return "random_states_" + std::to_string(rank) + ".bin"; }
 
