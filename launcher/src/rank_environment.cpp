@@ -1,41 +1,17 @@
 #include "rank_environment.h"
 
-#include <sys/random.h>
-
 #include <acc/environment.h>
+#include <acc_common/new_file.h>
 #include <acc_common/rank_variables.h>
-
-#include <cerrno>
 
 extern char** environ;
 
 namespace acc::launcher {
 
-namespace {
-
-// 32 bytes from the kernel's CSPRNG as 64 hex characters, or "" if it gives none (then the job runs
-// without a secret, as before, rather than with a guessable one).
-std::string new_store_secret() {
-  unsigned char raw[32];
-  for (std::size_t done = 0; done < sizeof(raw);) {
-    const ssize_t got = ::getrandom(raw + done, sizeof(raw) - done, 0);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return {};
-    done += static_cast<std::size_t>(got);
-  }
-  static const char digits[] = "0123456789abcdef";
-  std::string hex;
-  for (unsigned char byte : raw) {
-    hex.push_back(digits[byte >> 4]);
-    hex.push_back(digits[byte & 0xF]);
-  }
-  return hex;
-}
-
-}  // namespace
-
 const std::string& job_store_secret() {
-  static const std::string secret = new_store_secret();
+  // 32 bytes from the kernel's CSPRNG as 64 hex characters (getrandom blocks until the pool is
+  // ready; a kernel without it fails earlier, at the job id).
+  static const std::string secret = common::random_hex(32);
   return secret;
 }
 
@@ -78,8 +54,7 @@ EnvMap rank_environment(const LaunchPlan& plan, int local_rank, int restart_coun
   // which only the user can give them (ACC_STORE_SECRET).
   const auto exported = env.find(env::kStoreSecret);
   const bool agent_store = env.count(env::kUseAgentStore) && env.at(env::kUseAgentStore) == "True";
-  if (plan.num_machines == 1 && !agent_store && (exported == env.end() || exported->second.empty()) &&
-      !job_store_secret().empty()) {
+  if (plan.num_machines == 1 && !agent_store && (exported == env.end() || exported->second.empty())) {
     env[env::kStoreSecret] = job_store_secret();
   }
 

@@ -11,7 +11,7 @@ namespace acc::launcher {
 EnvMap current_environment();
 
 // The rendezvous store secret that rank_environment() gives the ranks of a one-machine job: made once
-// per launcher process (one job, kept across restarts), from the kernel's CSPRNG; "" if it gave none.
+// per launcher process (one job, kept across restarts), from the kernel's CSPRNG (acc_common::random_hex).
 const std::string& job_store_secret();
 
 // `restart_count` is how many times the group was restarted (TORCHELASTIC_RESTART_COUNT, as torchrun).
