@@ -2,9 +2,9 @@
 # Machines made of network namespaces (netns_machines.sh), one acc-launch on each (2 processes per
 # machine, one job), no interface variable set: the ranks must find the interface the other machines
 # reach by themselves, although the host name resolves to 127.0.0.1 (as /etc/hosts has it here and on
-# Debian). With --secret the same ACC_STORE_SECRET is exported on every machine: rank 0's store sits
-# behind the authenticating gate and every other rank's client behind its relay, across the machines'
-# network, and machine 0's launcher must not print its note about a store that admits any client.
+# Debian). With --secret the same ACC_STORE_SECRET is exported on every machine: rank 0's gate serves
+# the store, and every other rank proves the secret to it across the machines' network, and machine
+# 0's launcher must not print its note about a store that admits any client.
 # Every acc-launch must succeed.
 #
 # Usage: netns_train.sh [--gloo_socket_ifname] [--secret] MACHINES ACC_LAUNCH PROGRAM [PATTERN]

@@ -1,7 +1,6 @@
 #pragma once
-// Loopback peers for the store gate tests: blocking client sockets with timeouts (a broken relay
-// fails an assertion instead of hanging the test), and a stand-in for the TCPStore server that
-// counts the connections that reach it. Torch-free.
+// Loopback peers for the store gate tests: blocking client sockets with timeouts (a broken gate
+// fails an assertion instead of hanging the test), and listening sockets. Torch-free.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -154,97 +153,5 @@ inline std::string random_payload(std::size_t n, unsigned seed) {
   }
   return bytes;
 }
-
-/// Sends `payload` on a new connection to port, then shutdown(SHUT_WR), while reading everything
-/// that comes back until the end: the sending runs on its own thread, so an echo of a payload
-/// larger than the socket buffers cannot deadlock.
-inline Received round_trip(int port, const std::string& payload) {
-  Fd fd = connect_loopback(port);
-  std::thread sender([&] {
-    send_all(fd.get(), payload);
-    shutdown(fd.get(), SHUT_WR);
-  });
-  Received received = recv_until_end(fd.get());
-  sender.join();
-  return received;
-}
-
-/// Stands in for the TCPStore server: listens on 127.0.0.1, serves each connection on its own
-/// thread, counts connections. kEcho writes back what it reads and passes on the end of the
-/// stream; kCountThenReply reads to the end, then answers "got <n>" and closes (only a passed-on
-/// shutdown lets it answer).
-class Upstream {
- public:
-  enum class Mode { kEcho, kCountThenReply };
-
-  explicit Upstream(Mode mode = Mode::kEcho) : mode_(mode), listener_(listen_on()) {
-    port_ = detail::local_port(listener_.get());
-    if (pipe2(stop_pipe_, O_CLOEXEC) != 0) throw std::runtime_error("pipe2");
-    acceptor_ = std::thread([this] { accept_loop(); });
-  }
-  ~Upstream() {
-    const char byte = 0;
-    (void)!write(stop_pipe_[1], &byte, 1);
-    acceptor_.join();
-    {
-      const std::lock_guard<std::mutex> lock(mutex_);
-      for (int fd : open_) shutdown(fd, SHUT_RDWR);  // wakes the connection threads
-    }
-    for (auto& t : workers_) t.join();
-    close(stop_pipe_[0]);
-    close(stop_pipe_[1]);
-  }
-  Upstream(const Upstream&) = delete;
-  Upstream& operator=(const Upstream&) = delete;
-
-  int port() const { return port_; }
-  int accepted() const { return accepted_.load(); }
-
- private:
-  void accept_loop() {
-    for (;;) {
-      pollfd fds[2] = {{listener_.get(), POLLIN, 0}, {stop_pipe_[0], POLLIN, 0}};
-      if (poll(fds, 2, -1) < 0) continue;
-      if (fds[1].revents != 0) return;
-      const int fd = accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0) continue;
-      ++accepted_;
-      const std::lock_guard<std::mutex> lock(mutex_);
-      open_.push_back(fd);
-      workers_.emplace_back([this, fd] { serve(fd); });
-    }
-  }
-  void serve(int fd) {
-    char buffer[65536];
-    std::size_t total = 0;
-    for (;;) {
-      const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      total += static_cast<std::size_t>(n);
-      if (mode_ == Mode::kEcho && !send_all(fd, std::string(buffer, static_cast<std::size_t>(n)))) break;
-    }
-    if (mode_ == Mode::kCountThenReply) send_all(fd, "got " + std::to_string(total));
-    shutdown(fd, SHUT_WR);
-    // Wait for the other side to close before closing: closing with unread bytes would reset.
-    while (recv(fd, buffer, sizeof(buffer), 0) > 0) {
-    }
-    const std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& open : open_) {
-      if (open == fd) open = -1;
-    }
-    close(fd);
-  }
-
-  Mode mode_;
-  Fd listener_;
-  int port_ = 0;
-  int stop_pipe_[2] = {-1, -1};
-  std::atomic<int> accepted_{0};
-  std::mutex mutex_;
-  std::vector<int> open_;
-  std::vector<std::thread> workers_;
-  std::thread acceptor_;
-};
 
 }  // namespace acc::testing

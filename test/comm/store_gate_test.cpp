@@ -1,11 +1,12 @@
-// The store gate and relay (runtime/src/comm/store_gate.h) on loopback: a stand-in TCPStore server
-// behind a gate, clients through a relay, and the peers a gate or a relay must refuse.
+// Rank 0's store gate (runtime/src/comm/store_gate.h) on loopback: the handshake in front of the
+// store, the keys served behind it (parked waits, timeouts, malformed frames), the peers it must
+// refuse, and a flood of connections that never prove the secret. The clients here speak the
+// protocol by hand (comm/gate_handshake.h, comm/store_protocol.h), so the gate is tested apart from
+// acc's own client (store_client_test.cpp).
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <signal.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 
 #include <iostream>
 
@@ -21,15 +22,14 @@
 
 #include "comm/gate_handshake.h"
 #include "comm/store_gate.h"
+#include "comm/store_protocol.h"
 #include "loopback_peers.h"
 
 namespace {
 
 using namespace std::chrono_literals;
 using acc::detail::GateOptions;
-using acc::detail::RelayOptions;
 using acc::detail::StoreGate;
-using acc::detail::StoreRelay;
 using acc::testing::connect_loopback;
 using acc::testing::End;
 using acc::testing::Fd;
@@ -37,11 +37,10 @@ using acc::testing::listen_on;
 using acc::testing::random_payload;
 using acc::testing::recv_exactly;
 using acc::testing::recv_until_end;
-using acc::testing::round_trip;
 using acc::testing::send_all;
-using acc::testing::Upstream;
 using Clock = std::chrono::steady_clock;
 namespace gp = acc::detail::gate_protocol;
+namespace sp = acc::detail::store_protocol;
 
 const std::string kSecret = acc::detail::new_store_secret();
 
@@ -61,10 +60,9 @@ struct Messages {
   }
 };
 
-std::unique_ptr<StoreGate> make_gate(const Upstream& upstream, const std::string& secret = kSecret,
-                                     GateOptions options = {}, int backlog = 128) {
-  return std::make_unique<StoreGate>(listen_on(0, backlog).release(), "127.0.0.1", upstream.port(), secret,
-                                     std::move(options));
+std::unique_ptr<StoreGate> make_gate(const std::string& secret = kSecret, GateOptions options = {},
+                                     int backlog = 128) {
+  return std::make_unique<StoreGate>(listen_on(0, backlog).release(), secret, std::move(options));
 }
 
 // Polls `condition` until it holds or `timeout` passes.
@@ -93,119 +91,223 @@ int entries(const char* dir) {
   return n;
 }
 
-// --- carrying the store's bytes -------------------------------------------------------------------
+// The client's side of the handshake on `fd`, by hand. nullopt: admitted; else the failure.
+std::optional<std::string> prove(int fd, const std::string& secret) {
+  acc::detail::ClientHandshake client(secret, "the gate");
+  for (;;) {
+    const std::size_t needed = client.needed();
+    const std::string bytes = recv_exactly(fd, needed);
+    if (bytes.size() != needed) return client.failure_on_close(bytes.size());
+    const auto step = client.consume(bytes);
+    if (step.state == acc::detail::Handshake::State::kFailed) return step.error;
+    if (!step.reply.empty() && !send_all(fd, step.reply)) return std::string("send failed");
+    if (step.state == acc::detail::Handshake::State::kDone) return std::nullopt;
+  }
+}
 
-TEST(StoreGate, LargePayloadRoundTripsThroughRelayAndGate) {
-  Upstream upstream;
-  auto gate = make_gate(upstream);
-  StoreRelay relay("127.0.0.1", gate->port(), kSecret);
+// A connection that has passed the handshake.
+Fd admitted(int port, const std::string& secret = kSecret) {
+  Fd fd = connect_loopback(port);
+  const auto failure = prove(fd.get(), secret);
+  if (failure) throw std::runtime_error("the handshake failed: " + *failure);
+  return fd;
+}
 
-  const std::string payload = random_payload(8 << 20, 1);
-  const auto received = round_trip(relay.port(), payload);
-  EXPECT_EQ(received.end, End::kEof);
-  ASSERT_EQ(received.bytes.size(), payload.size());
-  EXPECT_TRUE(received.bytes == payload) << "8 MiB came back changed";
-  EXPECT_EQ(relay.wait_for_handshake(0ms), std::nullopt);
-  EXPECT_EQ(relay.failure(), std::nullopt);
+// One request and its answer; nullopt when the connection ends first.
+std::optional<sp::Response> call(int fd, const sp::Request& request) {
+  if (!send_all(fd, sp::encode(request))) return std::nullopt;
+  const std::string length = recv_exactly(fd, sp::kLengthBytes);
+  if (length.size() != sp::kLengthBytes) return std::nullopt;
+  uint32_t n = 0;
+  for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(static_cast<uint8_t>(length[i])) << (8 * i);
+  const std::string frame = length + recv_exactly(fd, n);
+  sp::Response response;
+  std::size_t consumed = 0;
+  std::size_t wanted = 0;
+  std::string error;
+  if (sp::decode(frame, response, consumed, wanted, error) != sp::Decoded::kDone) return std::nullopt;
+  return response;
+}
+
+sp::Request request(sp::Op op, std::vector<std::string> keys, std::vector<std::string> values = {},
+                    int64_t number = 0) {
+  static std::atomic<uint32_t> next_id{1};
+  sp::Request r;
+  r.id = next_id++;
+  r.op = op;
+  r.keys = std::move(keys);
+  r.values = std::move(values);
+  r.number = number;
+  return r;
+}
+
+void set(int fd, const std::string& key, const std::string& value) {
+  const auto answer = call(fd, request(sp::Op::kSet, {key}, {value}));
+  ASSERT_TRUE(answer.has_value());
+  ASSERT_EQ(answer->status, sp::Status::kOk);
+}
+
+std::optional<std::string> get(int fd, const std::string& key, int64_t timeout_ms = 5000) {
+  const auto answer = call(fd, request(sp::Op::kGet, {key}, {}, timeout_ms));
+  if (!answer || answer->status != sp::Status::kOk || answer->values.size() != 1) return std::nullopt;
+  return answer->values[0];
+}
+
+// --- serving the keys -----------------------------------------------------------------------------
+
+TEST(StoreGate, ServesKeysToAnAdmittedClientAndToThisProcess) {
+  auto gate = make_gate();
+  Fd remote = admitted(gate->port());
+  Fd local = gate->adopt_local();  // rank 0's own connection: no handshake
+  acc::testing::set_io_timeout(local.get(), acc::testing::kIoTimeout);
+  set(remote.get(), "acc/job", "job-1");
+  EXPECT_EQ(get(local.get(), "acc/job"), "job-1");
+  const std::string large = random_payload(3 << 20, 5);  // larger than the socket buffers
+  set(local.get(), "large", large);
+  EXPECT_EQ(get(remote.get(), "large"), large);
+  const auto added = call(remote.get(), request(sp::Op::kAdd, {"n"}, {}, 5));
+  ASSERT_TRUE(added);
+  EXPECT_EQ(added->number, 5);
+  EXPECT_EQ(get(local.get(), "n"), "5") << "add keeps c10d's decimal text";
+  EXPECT_EQ(gate->keys(), 3U);
   EXPECT_EQ(gate->admitted(), 1U);
-  EXPECT_EQ(gate->refused(), 0U);
-  EXPECT_EQ(upstream.accepted(), 1);
 }
 
-TEST(StoreGate, SixteenConcurrentConnections) {
-  Upstream upstream;
-  auto gate = make_gate(upstream);
-  StoreRelay relay("127.0.0.1", gate->port(), kSecret);
+TEST(StoreGate, AGetWaitsUntilAnotherConnectionSetsTheKey) {
+  auto gate = make_gate();
+  Fd waiter = admitted(gate->port());
+  Fd writer = admitted(gate->port());
+  std::optional<std::string> got;
+  double waited = 0;
+  std::thread blocked([&] {
+    const auto start = Clock::now();
+    got = get(waiter.get(), "late", 10000);
+    waited = ms_since(start);
+  });
+  ASSERT_TRUE(eventually([&] { return gate->parked() == 1; }));
+  std::this_thread::sleep_for(300ms);
+  // The writer is served while the waiter waits: one parked request does not hold the loop.
+  EXPECT_EQ(call(writer.get(), request(sp::Op::kCheck, {"late"}))->number, 0);
+  const auto added = call(writer.get(), request(sp::Op::kAdd, {"late"}, {}, 7));  // add wakes too
+  blocked.join();
+  EXPECT_EQ(got, "7");
+  EXPECT_GE(waited, 250);
+  EXPECT_EQ(gate->parked(), 0U);
+}
 
-  constexpr int kConnections = 16;
-  std::vector<std::string> payloads, received(kConnections);
-  std::vector<End> ends(kConnections, End::kError);
-  for (int i = 0; i < kConnections; ++i) payloads.push_back(random_payload((256 << 10) + 1000 * i, 100 + i));
-  std::vector<std::thread> clients;
-  for (int i = 0; i < kConnections; ++i) {
-    clients.emplace_back([&, i] {
-      auto result = round_trip(relay.port(), payloads[i]);
-      received[i] = std::move(result.bytes);
-      ends[i] = result.end;
-    });
+TEST(StoreGate, AWaitOnSeveralKeysEndsWhenTheLastIsWritten) {
+  auto gate = make_gate();
+  Fd waiter = admitted(gate->port());
+  Fd writer = admitted(gate->port());
+  std::optional<sp::Response> answer;
+  std::thread blocked([&] { answer = call(waiter.get(), request(sp::Op::kMultiGet, {"a", "b", "c"}, {}, 10000)); });
+  set(writer.get(), "c", "3");
+  set(writer.get(), "a", "1");
+  ASSERT_TRUE(eventually([&] { return gate->parked() == 1; }));
+  EXPECT_EQ(gate->parked(), 1U) << "answered before every key was there";
+  set(writer.get(), "b", "2");
+  blocked.join();
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->values, (std::vector<std::string>{"1", "2", "3"}));
+}
+
+TEST(StoreGate, AParkedRequestTimesOutOnTime) {
+  auto gate = make_gate();
+  Fd waiter = admitted(gate->port());
+  const auto start = Clock::now();
+  const auto answer = call(waiter.get(), request(sp::Op::kWait, {"never"}, {}, 400));
+  const double took = ms_since(start);
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->status, sp::Status::kTimeout);
+  EXPECT_GE(took, 390);
+  EXPECT_LT(took, 440 + 200);
+  // The connection goes on serving.
+  set(waiter.get(), "k", "v");
+  EXPECT_EQ(get(waiter.get(), "k"), "v");
+  EXPECT_EQ(gate->parked(), 0U);
+}
+
+TEST(StoreGate, AClientGoneWhileItWaitsLeavesNothingBehind) {
+  auto gate = make_gate();
+  {
+    Fd waiter = admitted(gate->port());
+    ASSERT_TRUE(send_all(waiter.get(), sp::encode(request(sp::Op::kGet, {"never"}, {}, 0))));
+    ASSERT_TRUE(eventually([&] { return gate->parked() == 1; }));
   }
-  for (auto& client : clients) client.join();
-  for (int i = 0; i < kConnections; ++i) {
-    EXPECT_EQ(ends[i], End::kEof) << "connection " << i;
-    EXPECT_TRUE(received[i] == payloads[i]) << "connection " << i << " got " << received[i].size() << " of "
-                                            << payloads[i].size() << " bytes, or other bytes";
-  }
-  EXPECT_EQ(gate->admitted(), static_cast<uint64_t>(kConnections));
-  EXPECT_EQ(upstream.accepted(), kConnections);
-  // Both ends closed every connection once both directions ended.
-  EXPECT_TRUE(eventually([&] { return relay.connections() == 0 && gate->connections() == 0; }))
-      << relay.connections() << " relay and " << gate->connections() << " gate connections left open";
+  EXPECT_TRUE(eventually([&] { return gate->parked() == 0 && gate->connections() == 0; }))
+      << gate->parked() << " parked, " << gate->connections() << " connections";
+  Fd writer = admitted(gate->port());
+  set(writer.get(), "never", "now");  // wakes nobody, and nothing breaks
+  EXPECT_EQ(get(writer.get(), "never"), "now");
 }
 
-TEST(StoreGate, HalfClosePropagatesBothWays) {
-  // The upstream answers only after it has seen the client's shutdown(SHUT_WR); the client reads
-  // the answer on its still-open half, then the upstream's own end of stream.
-  Upstream upstream(Upstream::Mode::kCountThenReply);
-  auto gate = make_gate(upstream);
-  StoreRelay relay("127.0.0.1", gate->port(), kSecret);
-
-  Fd client = connect_loopback(relay.port());
-  ASSERT_TRUE(send_all(client.get(), random_payload(100000, 2)));
-  ASSERT_EQ(shutdown(client.get(), SHUT_WR), 0);
-  const auto received = recv_until_end(client.get());
-  EXPECT_EQ(received.bytes, "got 100000");
-  EXPECT_EQ(received.end, End::kEof);
-  EXPECT_TRUE(eventually([&] { return relay.connections() == 0 && gate->connections() == 0; }));
-}
-
-// --- refusing ----------------------------------------------------------------------------------------
-
-TEST(StoreGate, WrongSecretIsReportedByTheRelayAndNeverReachesTheStore) {
-  Upstream upstream;
+TEST(StoreGate, AMalformedOrOversizedFrameClosesOnlyItsConnection) {
   Messages refusals;
   GateOptions options;
   options.on_refused = refusals.hook();
-  auto gate = make_gate(upstream, kSecret, options);
-  StoreRelay relay("127.0.0.1", gate->port(), acc::detail::new_store_secret());
+  auto gate = make_gate(kSecret, options);
+  Fd good = admitted(gate->port());
+  {  // a length beyond the frame limit: closed before anything is allocated for it
+    Fd huge = admitted(gate->port());
+    ASSERT_TRUE(send_all(huge.get(), std::string("\xff\xff\xff\x7f", 4)));
+    EXPECT_EQ(recv_until_end(huge.get()).bytes, "");
+  }
+  {  // a frame whose key count runs past its end
+    Fd lying = admitted(gate->port());
+    std::string frame = sp::encode(request(sp::Op::kGet, {"k"}, {}, 10));
+    frame[4 + 4 + 1 + 8] = '\x7f';  // the key count's low byte
+    ASSERT_TRUE(send_all(lying.get(), frame));
+    EXPECT_EQ(recv_until_end(lying.get()).bytes, "");
+  }
+  set(good.get(), "still", "served");
+  EXPECT_EQ(get(good.get(), "still"), "served");
+  ASSERT_FALSE(refusals.get().empty());
+  EXPECT_TRUE(contains(refusals.get()[0], "malformed store request")) << refusals.get()[0];
+}
 
+// --- refusing --------------------------------------------------------------------------------------
+
+TEST(StoreGate, AWrongSecretIsRefusedAndNeverServed) {
+  Messages refusals;
+  GateOptions options;
+  options.on_refused = refusals.hook();
+  auto gate = make_gate(kSecret, options);
+  Fd owner = admitted(gate->port());
+  set(owner.get(), "acc/job", "secret job");
   for (int attempt = 0; attempt < 2; ++attempt) {
-    Fd client = connect_loopback(relay.port());
-    send_all(client.get(), "a store request");
-    const auto received = recv_until_end(client.get());
-    EXPECT_TRUE(received.bytes.empty());
-    EXPECT_TRUE(received.end == End::kEof || received.end == End::kReset) << static_cast<int>(received.end);
-    // Recorded before the relay closed the client's connection: no waiting needed.
-    const auto failure = relay.failure();
-    ASSERT_TRUE(failure.has_value()) << "attempt " << attempt;
-    EXPECT_TRUE(contains(*failure, "rank 0's store at 127.0.0.1:" + std::to_string(gate->port()) +
-                                       " refused this rank's ACC_STORE_SECRET"))
-        << *failure;
-    EXPECT_EQ(relay.wait_for_handshake(0ms), failure);
+    Fd client = connect_loopback(gate->port());
+    const auto failure = prove(client.get(), acc::detail::new_store_secret());
+    ASSERT_TRUE(failure.has_value());
+    EXPECT_TRUE(contains(*failure, "refused this rank's ACC_STORE_SECRET")) << *failure;
+    // Whatever it sends next is never answered: the connection is closed.
+    send_all(client.get(), sp::encode(request(sp::Op::kGet, {"acc/job"}, {}, 0)));
+    const auto rest = recv_until_end(client.get());
+    EXPECT_EQ(rest.bytes, "");
   }
   EXPECT_TRUE(eventually([&] { return gate->refused() == 2; })) << gate->refused();
-  EXPECT_EQ(gate->admitted(), 0U);
-  EXPECT_EQ(upstream.accepted(), 0) << "a client with the wrong secret reached the store";
+  EXPECT_EQ(gate->admitted(), 1U);
   const auto reported = refusals.get();
   ASSERT_EQ(reported.size(), 1U) << "the first refusal only is reported";
   EXPECT_TRUE(contains(reported[0], "refused a connection from 127.0.0.1:")) << reported[0];
   EXPECT_TRUE(contains(reported[0], "does not match this job's store secret")) << reported[0];
 }
 
-TEST(StoreGate, GateDropsGarbageAndSilenceWhileServingOthers) {
-  Upstream upstream;
+// What another local user would try: store requests without a handshake, and c10d's TCPStore
+// client bytes. Nothing of the store is ever sent back; the keys are unchanged.
+TEST(StoreGate, RequestsWithoutTheHandshakeGetNothing) {
   GateOptions options;
   options.handshake_timeout = 1500ms;
-  auto gate = make_gate(upstream, kSecret, options);
-  StoreRelay relay("127.0.0.1", gate->port(), kSecret);
-
-  // A TCPStore client speaking first (a query byte and c10d's validation magic), then waiting.
+  auto gate = make_gate(kSecret, options);
+  Fd owner = admitted(gate->port());
+  set(owner.get(), "acc/job", "secret job");
   const auto start = Clock::now();
-  Fd store_client = connect_loopback(gate->port());
+  Fd store_client = connect_loopback(gate->port());  // c10d's validation query, then waiting
   send_all(store_client.get(), std::string("\x00\xce\xf7\x85\x3c", 5));
-  // Silence.
+  Fd acc_request = connect_loopback(gate->port());  // acc frames at once, no proof
+  send_all(acc_request.get(), sp::encode(request(sp::Op::kSet, {"acc/job"}, {"rogue"})) +
+                                  sp::encode(request(sp::Op::kGet, {"acc/job"}, {}, 0)));
   Fd silent = connect_loopback(gate->port());
-  // Garbage as long as a proof: refused at once, with the refusal byte.
-  Fd garbage = connect_loopback(gate->port());
+  Fd garbage = connect_loopback(gate->port());  // garbage as long as a proof: refused at once
   send_all(garbage.get(), std::string(gp::kClientProofBytes, 'G'));
   const auto garbage_got = recv_until_end(garbage.get());
   EXPECT_LT(ms_since(start), 1000) << "garbage was not refused before the handshake deadline";
@@ -214,41 +316,37 @@ TEST(StoreGate, GateDropsGarbageAndSilenceWhileServingOthers) {
   EXPECT_EQ(garbage_got.bytes.back(), gp::kRefused);
 
   // Meanwhile a rank is served.
-  const std::string payload = random_payload(100000, 3);
-  EXPECT_EQ(round_trip(relay.port(), payload).bytes, payload);
+  EXPECT_EQ(get(owner.get(), "acc/job"), "secret job");
   EXPECT_FALSE(acc::testing::closed_by_peer(silent.get())) << "the silent client was dropped before its deadline";
-  EXPECT_FALSE(acc::testing::closed_by_peer(store_client.get()));
 
-  // Then the two stalled ones are dropped at the deadline, not before, not much after.
-  for (Fd* stalled : {&store_client, &silent}) {
+  for (Fd* stalled : {&store_client, &acc_request, &silent}) {
     const auto got = recv_until_end(stalled->get());
-    EXPECT_EQ(got.bytes.size(), gp::kGreetingBytes) << "only the greeting";
+    // The greeting, and a refusal for the acc frames read as a (wrong) proof: never a key.
+    EXPECT_LE(got.bytes.size(), gp::kGreetingBytes + 1);
+    EXPECT_FALSE(contains(got.bytes, "secret job"));
     EXPECT_TRUE(got.end == End::kEof || got.end == End::kReset);
-    EXPECT_GE(ms_since(start), 1400);
     EXPECT_LT(ms_since(start), 6000);
   }
-  EXPECT_TRUE(eventually([&] { return gate->refused() == 3; })) << gate->refused();
+  EXPECT_EQ(get(owner.get(), "acc/job"), "secret job") << "an unauthenticated request changed a key";
+  EXPECT_TRUE(eventually([&] { return gate->refused() == 4; })) << gate->refused();
   EXPECT_EQ(gate->admitted(), 1U);
-  EXPECT_EQ(upstream.accepted(), 1);
 }
 
 TEST(StoreGate, AtTheCapTheOldestPendingHandshakeIsShed) {
-  Upstream upstream;
   GateOptions options;
   options.handshake_timeout = 20s;  // nothing here waits for it
   options.max_pending_handshakes = 2;
   Messages refused;
   options.on_refused = refused.hook();
-  auto gate = make_gate(upstream, kSecret, options);
-  StoreRelay relay("127.0.0.1", gate->port(), kSecret);
+  auto gate = make_gate(kSecret, options);
 
   const auto start = Clock::now();
   Fd silent1 = connect_loopback(gate->port());
   Fd silent2 = connect_loopback(gate->port());
   ASSERT_TRUE(eventually([&] { return gate->connections() == 2; }));
   // A rank's connection is served at once: the oldest silent one makes room for it.
-  const std::string payload = random_payload(1000, 4);
-  EXPECT_EQ(round_trip(relay.port(), payload).bytes, payload);
+  Fd rank = admitted(gate->port());
+  set(rank.get(), "k", "v");
   EXPECT_LT(ms_since(start), 2000) << "the rank waited in the backlog";
   EXPECT_EQ(gate->admitted(), 1U);
   const auto oldest = recv_until_end(silent1.get());
@@ -258,291 +356,58 @@ TEST(StoreGate, AtTheCapTheOldestPendingHandshakeIsShed) {
   EXPECT_TRUE(contains(refused.get()[0], "more than 2 unauthenticated connections")) << refused.get()[0];
 }
 
-TEST(StoreGate, RelayRefusesAGateThatCannotProveTheSecret) {
-  // An impostor on rank 0's address: greets, accepts any proof, sends a made-up MAC, then
-  // collects whatever comes.
-  Fd listener = listen_on();
-  const int port = acc::detail::local_port(listener.get());
-  std::string collected;
-  std::thread impostor([&] {
-    Fd connection(accept(listener.get(), nullptr, nullptr));
-    acc::testing::set_io_timeout(connection.get(), acc::testing::kIoTimeout);
-    send_all(connection.get(), std::string(gp::kMagic) + acc::detail::random_bytes(gp::kNonceBytes));
-    collected = recv_exactly(connection.get(), gp::kClientProofBytes);
-    send_all(connection.get(), gp::kAccepted + acc::detail::random_bytes(gp::kMacBytes));
-    collected += recv_until_end(connection.get()).bytes;
-  });
-  StoreRelay relay("127.0.0.1", port, kSecret);
-  Fd client = connect_loopback(relay.port());
-  send_all(client.get(), "set rank-0-only-key secret-value");
-  const auto received = recv_until_end(client.get());
-  impostor.join();
-
-  EXPECT_TRUE(received.bytes.empty());
-  const auto failure = relay.wait_for_handshake(0ms);
-  ASSERT_TRUE(failure.has_value());
-  EXPECT_TRUE(contains(*failure, "could not prove that it knows ACC_STORE_SECRET")) << *failure;
-  EXPECT_EQ(collected.size(), gp::kClientProofBytes) << "store bytes reached an impostor";
-}
-
-TEST(StoreGate, RelayNamesAServerThatIsNotAGate) {
-  {  // A server that speaks first but not the protocol (here, HTTP).
-    Fd listener = listen_on();
-    std::thread http([&] {
-      Fd connection(accept(listener.get(), nullptr, nullptr));
-      send_all(connection.get(), "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
-      acc::testing::set_io_timeout(connection.get(), acc::testing::kIoTimeout);
-      recv_until_end(connection.get());
-    });
-    StoreRelay relay("127.0.0.1", acc::detail::local_port(listener.get()), kSecret);
-    Fd client = connect_loopback(relay.port());
-    const auto failure = relay.wait_for_handshake(5s);
-    ASSERT_TRUE(failure.has_value());
-    EXPECT_TRUE(contains(*failure, "is not an acc store gate (it began with \"HTTP/1.1 400 Bad")) << *failure;
-    client.reset();
-    http.join();
-  }
-  {  // A server that waits for its client to speak first, as a plain TCPStore server does.
-    Fd listener = listen_on();
-    RelayOptions options;
-    options.handshake_timeout = 300ms;
-    StoreRelay relay("127.0.0.1", acc::detail::local_port(listener.get()), kSecret, options);
-    Fd client = connect_loopback(relay.port());
-    const auto start = Clock::now();
-    const auto failure = relay.wait_for_handshake(5s);
-    ASSERT_TRUE(failure.has_value());
-    EXPECT_LT(ms_since(start), 3000);
-    EXPECT_TRUE(contains(*failure, "sent 0 of the 42 bytes of the store gate's greeting within 300 ms")) << *failure;
-    EXPECT_EQ(recv_until_end(client.get()).bytes, "");
-  }
-}
-
-TEST(StoreGate, RelayRefusesConnectionsFromOtherProcesses) {
-  Upstream upstream;
-  auto gate = make_gate(upstream);
-  Messages refusals;
-  RelayOptions options;
-  options.on_refused = refusals.hook();
-  StoreRelay relay("127.0.0.1", gate->port(), kSecret, options);
-  const int port = relay.port();
-
-  // The child does only async-signal-safe calls (the parent has threads). Exit status: 0 the
-  // relay closed the connection without a byte, 1 it answered, 2 no answer, 3 no connection.
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    const int fd = acc::testing::try_connect_loopback(port);
-    if (fd < 0) _exit(3);
-    timeval tv{10, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    (void)send(fd, "get key", 7, MSG_NOSIGNAL);
-    char byte;
-    const ssize_t n = recv(fd, &byte, 1, 0);
-    if (n > 0) _exit(1);
-    if (n == 0 || errno == ECONNRESET) _exit(0);
-    _exit(2);
-  }
-  int status = 0;
-  const bool reaped = eventually([&] { return waitpid(child, &status, WNOHANG) == child; }, 15s);
-  if (!reaped) {
-    kill(child, SIGKILL);
-    waitpid(child, &status, 0);
-  }
-  ASSERT_TRUE(reaped) << "the child did not finish";
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: the relay answered another process; 2: it left it hanging";
-  EXPECT_EQ(relay.refused(), 1U);
-  EXPECT_EQ(gate->admitted(), 0U) << "another process's connection was carried to the gate";
-  const auto reported = refusals.get();
-  ASSERT_EQ(reported.size(), 1U);
-  EXPECT_TRUE(contains(reported[0], "it comes from another process (uid ")) << reported[0];
-
-  // This process's own connection is carried.
-  const std::string payload = random_payload(5000, 5);
-  EXPECT_EQ(round_trip(port, payload).bytes, payload);
-  EXPECT_EQ(relay.refused(), 1U);
-  EXPECT_EQ(upstream.accepted(), 1);
-}
-
-TEST(StoreGate, AuthenticatedClientIsClosedWhenTheStoreIsGone) {
-  // The store (upstream) is down: the handshake succeeds, then the gate closes the connection
-  // instead of holding it open.
-  int store_port = 0;
-  {
-    Fd probe = listen_on();
-    store_port = acc::detail::local_port(probe.get());
-  }
-  StoreGate gate(listen_on().release(), "127.0.0.1", store_port, kSecret);
-  StoreRelay relay("127.0.0.1", gate.port(), kSecret);
-  Fd client = connect_loopback(relay.port());
-  send_all(client.get(), "a store request");
-  const auto received = recv_until_end(client.get());
-  EXPECT_TRUE(received.bytes.empty());
-  EXPECT_TRUE(received.end == End::kEof || received.end == End::kReset);
-  EXPECT_EQ(relay.wait_for_handshake(0ms), std::nullopt) << "the handshake itself succeeded";
-  EXPECT_EQ(gate.admitted(), 1U);
-  EXPECT_TRUE(eventually([&] { return gate.connections() == 0; }));
-  // The relay keeps its half of the connection while the client could still write (half-close);
-  // the client's close ends it.
-  client.reset();
-  EXPECT_TRUE(eventually([&] { return relay.connections() == 0; }));
-}
-
-// --- reaching the gate -----------------------------------------------------------------------------
-
-TEST(StoreRelay, RetriesUntilTheGateIsUp) {
-  // Rank 0 starts later than this rank: its port refuses connections for a while.
-  int port = 0;
-  {
-    Fd probe = listen_on();
-    port = acc::detail::local_port(probe.get());
-  }
-  Upstream upstream;
-  StoreRelay relay("127.0.0.1", port, kSecret);
-  const std::string payload = random_payload(300000, 6);
-  acc::testing::Received received;
-  std::thread client([&] { received = round_trip(relay.port(), payload); });
-
-  const auto waiting = relay.wait_for_handshake(300ms);
-  ASSERT_TRUE(waiting.has_value());
-  EXPECT_TRUE(contains(*waiting,
-                       "within 300 ms; the last attempt failed connecting to rank 0's store gate at "
-                       "127.0.0.1:" +
-                           std::to_string(port) + ": Connection refused"))
-      << *waiting;
-  StoreGate gate(listen_on(port).release(), "127.0.0.1", upstream.port(), kSecret);
-  client.join();
-  EXPECT_EQ(received.bytes, payload);
-  EXPECT_EQ(relay.wait_for_handshake(0ms), std::nullopt);
-}
-
-TEST(StoreRelay, GivesUpAfterTheConnectTimeout) {
-  int port = 0;
-  {
-    Fd probe = listen_on();
-    port = acc::detail::local_port(probe.get());
-  }
-  RelayOptions options;
-  options.connect_timeout = 500ms;
-  StoreRelay relay("127.0.0.1", port, kSecret, options);
-  const auto start = Clock::now();
-  Fd client = connect_loopback(relay.port());
-  const auto received = recv_until_end(client.get());
-  EXPECT_TRUE(received.end == End::kEof || received.end == End::kReset);
-  EXPECT_GE(ms_since(start), 400);
-  EXPECT_LT(ms_since(start), 4000);
-  const auto failure = relay.failure();
-  ASSERT_TRUE(failure.has_value());
-  EXPECT_TRUE(contains(*failure, "could not connect to rank 0's store gate at 127.0.0.1:" + std::to_string(port) +
-                                     " within 500 ms: Connection refused"))
-      << *failure;
-}
-
-TEST(StoreRelay, CheckAnswersBeforeAnyStoreClientConnects) {
-  Upstream upstream;
-  auto gate = make_gate(upstream);
-  {  // the right secret: one probe connection reaches the store and closes
-    StoreRelay relay("127.0.0.1", gate->port(), kSecret);
-    EXPECT_EQ(relay.check(5s), std::nullopt);
-    EXPECT_TRUE(eventually([&] { return upstream.accepted() == 1 && relay.connections() == 0; }));
-  }
-  {  // a wrong one: named at once, the store untouched
-    StoreRelay relay("127.0.0.1", gate->port(), acc::detail::new_store_secret());
-    const auto start = Clock::now();
-    const auto why = relay.check(5s);
-    EXPECT_LT(ms_since(start), 2000);
-    ASSERT_TRUE(why.has_value());
-    EXPECT_TRUE(contains(*why, "refused this rank's ACC_STORE_SECRET")) << *why;
-    EXPECT_EQ(upstream.accepted(), 1);
-  }
-  {  // no gate yet: says so when the caller's time is up
-    int port = 0;
-    {
-      Fd probe = listen_on();
-      port = acc::detail::local_port(probe.get());
-    }
-    StoreRelay relay("127.0.0.1", port, kSecret);
-    const auto why = relay.check(300ms);
-    ASSERT_TRUE(why.has_value());
-    EXPECT_TRUE(contains(*why, "within 300 ms; the last attempt failed")) << *why;
-  }
-}
-
-TEST(StoreRelay, UnresolvableGateHostIsADistributedError) {
-  EXPECT_THROW(StoreRelay("no-such-host.invalid", 29500, kSecret), acc::DistributedError);
-}
-
 TEST(StoreGate, ConstructorRefusesBadArgumentsAndClosesTheDescriptor) {
-  Upstream upstream;
   {  // not listening
     const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    EXPECT_THROW(StoreGate(fd, "127.0.0.1", upstream.port(), kSecret), acc::Error);
+    EXPECT_THROW(StoreGate(fd, kSecret), acc::Error);
     EXPECT_EQ(fcntl(fd, F_GETFD), -1) << "the gate leaked the descriptor it was given";
   }
   {  // a short secret
     const int fd = listen_on().release();
-    EXPECT_THROW(StoreGate(fd, "127.0.0.1", upstream.port(), "short"), acc::ConfigError);
+    EXPECT_THROW(StoreGate(fd, "short"), acc::ConfigError);
     EXPECT_EQ(fcntl(fd, F_GETFD), -1);
   }
-  EXPECT_THROW(StoreRelay("127.0.0.1", 1, "short"), acc::ConfigError);
 }
 
 // --- stopping ----------------------------------------------------------------------------------------
 
-TEST(StoreGate, DestructionWithLiveConnectionsIsPrompt) {
-  Upstream upstream;
-  GateOptions gate_options;
-  gate_options.handshake_timeout = 60s;
-  auto gate = make_gate(upstream, kSecret, gate_options);
-  auto relay = std::make_unique<StoreRelay>("127.0.0.1", gate->port(), kSecret);
-  RelayOptions retrying;
-  retrying.connect_timeout = 60s;
-  int closed_port = 0;
-  {
-    Fd probe = listen_on();
-    closed_port = acc::detail::local_port(probe.get());
-  }
-  auto stuck_relay = std::make_unique<StoreRelay>("127.0.0.1", closed_port, kSecret, retrying);
-
+TEST(StoreGate, DestructionWithLiveAndWaitingConnectionsIsPrompt) {
+  GateOptions options;
+  options.handshake_timeout = 60s;
+  auto gate = make_gate(kSecret, options);
   std::vector<Fd> clients;
-  for (int i = 0; i < 4; ++i) {  // relaying, mid-conversation
-    clients.push_back(connect_loopback(relay->port()));
-    ASSERT_TRUE(send_all(clients.back().get(), "ping"));
-    ASSERT_EQ(recv_exactly(clients.back().get(), 4), "ping");
+  for (int i = 0; i < 3; ++i) {  // served, then waiting for a key without a timeout
+    clients.push_back(admitted(gate->port()));
+    set(clients.back().get(), "k" + std::to_string(i), "v");
+    ASSERT_TRUE(send_all(clients.back().get(), sp::encode(request(sp::Op::kGet, {"never"}, {}, 0))));
   }
-  clients.push_back(connect_loopback(gate->port()));         // in the gate's handshake
-  clients.push_back(connect_loopback(stuck_relay->port()));  // retrying an unreachable gate
-  ASSERT_TRUE(eventually([&] { return gate->connections() == 5 && stuck_relay->connections() == 1; }));
+  clients.push_back(gate->adopt_local());
+  clients.push_back(connect_loopback(gate->port()));  // in its handshake
+  ASSERT_TRUE(eventually([&] { return gate->connections() == 5 && gate->parked() == 3; }));
 
   const auto start = Clock::now();
-  stuck_relay.reset();
-  relay.reset();
   gate.reset();
   EXPECT_LT(ms_since(start), 1000) << "destruction waited on its peers";
   for (auto& client : clients) {
     acc::testing::set_io_timeout(client.get(), 2s);
-    const auto end = recv_until_end(client.get()).end;
-    EXPECT_TRUE(end == End::kEof || end == End::kReset) << "a client was left connected";
+    const auto got = recv_until_end(client.get());
+    EXPECT_TRUE(got.end == End::kEof || got.end == End::kReset) << "a client was left connected";
   }
 }
 
-TEST(StoreGate, NoDescriptorOrThreadOutlivesTheGateAndRelay) {
-  Upstream upstream;
+TEST(StoreGate, NoDescriptorOrThreadOutlivesTheGate) {
   const int fds_before = entries("/proc/self/fd");
   const int threads_before = entries("/proc/self/task");
   {
-    auto gate = make_gate(upstream);
-    StoreRelay relay("127.0.0.1", gate->port(), kSecret);
-    StoreRelay wrong("127.0.0.1", gate->port(), acc::detail::new_store_secret());
-    EXPECT_EQ(entries("/proc/self/task"), threads_before + 3) << "one thread per gate and per relay";
-    const std::string payload = random_payload(70000, 7);
-    EXPECT_EQ(round_trip(relay.port(), payload).bytes, payload);
-    EXPECT_EQ(round_trip(wrong.port(), payload).bytes, "");
+    auto gate = make_gate();
+    EXPECT_EQ(entries("/proc/self/task"), threads_before + 1) << "one thread per gate";
+    Fd rank = admitted(gate->port());
+    set(rank.get(), "k", random_payload(70000, 7));
+    Fd local = gate->adopt_local();
     Fd silent = connect_loopback(gate->port());
-    Fd idle = connect_loopback(relay.port());
-    ASSERT_TRUE(send_all(idle.get(), "x"));
-    ASSERT_EQ(recv_exactly(idle.get(), 1), "x");
-  }  // the clients close first, then the relays and the gate, with connections open
+    Fd wrong = connect_loopback(gate->port());
+    EXPECT_TRUE(prove(wrong.get(), acc::detail::new_store_secret()).has_value());
+  }  // the clients close first, then the gate, with connections open
   EXPECT_TRUE(eventually([&] { return entries("/proc/self/fd") == fds_before; }))
       << entries("/proc/self/fd") - fds_before << " descriptors more than before";
   EXPECT_TRUE(eventually([&] { return entries("/proc/self/task") == threads_before; }))
@@ -595,34 +460,36 @@ TEST(StoreGateFlood, ARankGetsInDuringAFloodOfIdleConnections) {
   raise_descriptor_limit();
   constexpr int kFlood = 3000;
   ASSERT_GE(descriptor_limit(), static_cast<rlim_t>(2 * kFlood + 200)) << "too few descriptors for the flood";
-  Upstream upstream;
-  auto gate = make_gate(upstream, kSecret, {}, SOMAXCONN);
+  auto gate = make_gate(kSecret, {}, SOMAXCONN);
   const auto idle = idle_connections(gate->port(), kFlood);
   ASSERT_EQ(idle.size(), static_cast<std::size_t>(kFlood));
 
   const auto start = Clock::now();
-  RelayOptions options;  // as a rank's rendezvous sets them, for a 20 s deadline
-  options.connect_timeout = 20s;
-  options.handshake_timeout = 10s;
-  StoreRelay relay("127.0.0.1", gate->port(), kSecret, options);
-  const std::string payload = random_payload(1000, 7);
-  const auto got = round_trip(relay.port(), payload);
+  // As a rank connects: a connection shed before the verdict is made again (store_client.cpp).
+  std::optional<std::string> value;
+  std::string failure;
+  for (int attempt = 0; attempt < 20 && !value; ++attempt) {
+    try {
+      Fd rank = admitted(gate->port());
+      set(rank.get(), "k", "v");
+      value = get(rank.get(), "k");
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  }
   const double took = ms_since(start);
   std::cout << "[ measure  ] a rank's round trip during a flood of " << kFlood << " idle connections took "
-            << static_cast<long>(took) << " ms; the relay says: " << relay.failure().value_or("no failure")
-            << std::endl;
-  EXPECT_EQ(got.bytes, payload) << relay.failure().value_or("");
+            << static_cast<long>(took) << " ms" << std::endl;
+  EXPECT_EQ(value, "v") << failure;
   EXPECT_LT(took, 3000) << "the flood delayed the rank";
-  EXPECT_EQ(gate->admitted(), 1U);
+  EXPECT_GE(gate->admitted(), 1U);
 }
-
 
 // A flood from one address (127.0.0.2) sheds only its own connections: a client from another
 // address that is slow to answer the greeting still gets in.
 TEST(StoreGateFlood, AFloodFromOneAddressDoesNotShedAnothersHandshake) {
   raise_descriptor_limit();
-  Upstream upstream;
-  auto gate = make_gate(upstream, kSecret, {}, SOMAXCONN);
+  auto gate = make_gate(kSecret, {}, SOMAXCONN);
   Fd slow = connect_loopback(gate->port());
   const std::string greeting = recv_exactly(slow.get(), gp::kGreetingBytes);
   ASSERT_EQ(greeting.size(), gp::kGreetingBytes);
@@ -645,10 +512,9 @@ TEST(StoreGateFlood, AFloodFromOneAddressDoesNotShedAnothersHandshake) {
 // connections are shed, the ones held stay within the per-address cap.
 TEST(StoreGateFlood, HeldHandshakesStayWithinThePerAddressCap) {
   raise_descriptor_limit();
-  Upstream upstream;
   GateOptions options;
   options.max_pending_per_address = 32;
-  auto gate = make_gate(upstream, kSecret, options, SOMAXCONN);
+  auto gate = make_gate(kSecret, options, SOMAXCONN);
   const auto idle = idle_connections(gate->port(), 500);
   ASSERT_TRUE(eventually([&] { return gate->refused() >= 500 - 32; }, 10s))
       << gate->refused() << " refused, " << gate->connections() << " held, " << idle.size() << " opened";
@@ -660,40 +526,6 @@ TEST(StoreGateFlood, HeldHandshakesStayWithinThePerAddressCap) {
   const auto first = recv_until_end(oldest);
   EXPECT_EQ(first.bytes.size(), gp::kGreetingBytes);
   EXPECT_FALSE(acc::testing::closed_by_peer(idle.back().get()));
-}
-
-// A gate under a flood closes the oldest unfinished handshakes, and a rank's may be among them: the
-// relay connects again (as it does while the gate is not up) instead of failing the rank. Here a
-// stand-in gate always closes after the proof, without a verdict.
-TEST(StoreGateFlood, RelayConnectsAgainWhenTheGateClosesBeforeItsVerdict) {
-  Fd listener = listen_on();
-  const int port = acc::detail::local_port(listener.get());
-  std::atomic<int> connections{0};
-  std::atomic<bool> stop{false};
-  std::thread shedding_gate([&] {
-    while (!stop) {
-      pollfd ready{listener.get(), POLLIN, 0};
-      if (poll(&ready, 1, 50) != 1) continue;
-      Fd connection(accept(listener.get(), nullptr, nullptr));
-      ++connections;
-      acc::testing::set_io_timeout(connection.get(), acc::testing::kIoTimeout);
-      send_all(connection.get(), std::string(gp::kMagic) + acc::detail::random_bytes(gp::kNonceBytes));
-      recv_exactly(connection.get(), gp::kClientProofBytes);
-    }  // closed without a verdict
-  });
-  RelayOptions options;
-  options.connect_timeout = 1500ms;
-  StoreRelay relay("127.0.0.1", port, kSecret, options);
-  const auto start = Clock::now();
-  const auto failure = relay.check(5s);
-  const double took = ms_since(start);
-  stop = true;
-  shedding_gate.join();
-  ASSERT_TRUE(failure.has_value());
-  EXPECT_GE(connections.load(), 2) << "the relay did not connect again: " << *failure;
-  EXPECT_GE(took, 1400) << *failure;
-  EXPECT_TRUE(contains(*failure, "within 1500 ms")) << *failure;
-  EXPECT_TRUE(contains(*failure, "closed the connection without answering this rank's proof")) << *failure;
 }
 
 }  // namespace

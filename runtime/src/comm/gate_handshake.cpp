@@ -112,7 +112,7 @@ std::string ServerHandshake::failure_on_timeout(std::chrono::milliseconds timeou
          "request)";
 }
 
-// --- the relay's side ----------------------------------------------------------------------------
+// --- the client's side ---------------------------------------------------------------------------
 
 ClientHandshake::ClientHandshake(std::string secret, std::string gate)
     : secret_(std::move(secret)), gate_(std::move(gate)), client_nonce_(random_bytes(gp::kNonceBytes)) {}
@@ -138,6 +138,14 @@ Handshake::Step ClientHandshake::consume(std::string_view bytes) {
     case Expect::kGreeting: {
       if (bytes.substr(0, gp::kMagic.size()) != gp::kMagic) {
         expect_ = Expect::kNothing;
+        if (bytes.substr(0, gp::kFamily.size()) == gp::kFamily) {
+          return {{},
+                  State::kFailed,
+                  "rank 0's store gate at " + gate_ + " speaks " +
+                      shown(bytes.substr(0, gp::kMagic.size())) + " and this rank " + std::string(gp::kMagic) +
+                      ": the ranks run different versions of acc. Build every rank's program against the "
+                      "same acc"};
+        }
         return {{},
                 State::kFailed,
                 "the server at " + gate_ + " is not an acc store gate (it began with " + shown(bytes) +

@@ -1,16 +1,16 @@
 #pragma once
 // The store gate's challenge-response (comm/store_gate.h), as pure state machines over bytes: the
-// event loop (comm/socket_relay.h) feeds them what a socket gave and sends what they return, so the
+// event loop (comm/store_server.h) feeds them what a socket gave and sends what they return, so the
 // protocol is tested here without sockets. Torch-free.
 //
-// The protocol, version 1 (all lengths fixed; sn, cn: 32 random bytes from getrandom(2)):
-//   server -> client  "acc-gate-1" sn                                           (42 bytes)
-//   client -> server  cn  HMAC(secret, "acc-gate-1 client" sn cn)               (64 bytes)
-//   server -> client  0x01 HMAC(secret, "acc-gate-1 server" sn cn)              (33 bytes)
+// The protocol, version 2 (all lengths fixed; sn, cn: 32 random bytes from getrandom(2)):
+//   server -> client  "acc-gate-2" sn                                           (42 bytes)
+//   client -> server  cn  HMAC(secret, "acc-gate-2 client" sn cn)               (64 bytes)
+//   server -> client  0x01 HMAC(secret, "acc-gate-2 server" sn cn)              (33 bytes)
 //                  or 0x00, then the server closes (the client's MAC was wrong)
-// after which the connection carries the store's own bytes. Both sides prove they know the secret:
-// the client before the server opens the upstream store, the server before the client sends any
-// of the store's traffic (an impostor on rank 0's address learns nothing). The nonces make every
+// after which the connection carries store requests (comm/store_protocol.h). Both sides prove they
+// know the secret: the client before the server reads a request, the server before the client
+// sends one (an impostor on rank 0's address learns nothing). The nonces make every
 // proof fresh (a recorded one does not replay) and the labels keep a proof from one direction
 // from being reflected as the other. The connection is authenticated, not encrypted: whoever can
 // read or alter the traffic on the path still can.
@@ -22,9 +22,11 @@
 namespace acc::detail {
 
 namespace gate_protocol {
-inline constexpr std::string_view kMagic = "acc-gate-1";
-inline constexpr std::string_view kClientLabel = "acc-gate-1 client";
-inline constexpr std::string_view kServerLabel = "acc-gate-1 server";
+// Version 2: the store behind the gate is acc's own (comm/store_protocol.h), not c10d's.
+inline constexpr std::string_view kMagic = "acc-gate-2";
+inline constexpr std::string_view kFamily = "acc-gate-";  // every version's greeting begins so
+inline constexpr std::string_view kClientLabel = "acc-gate-2 client";
+inline constexpr std::string_view kServerLabel = "acc-gate-2 server";
 inline constexpr std::size_t kNonceBytes = 32;
 inline constexpr std::size_t kMacBytes = 32;
 inline constexpr std::size_t kGreetingBytes = kMagic.size() + kNonceBytes;
@@ -89,7 +91,7 @@ class ServerHandshake final : public Handshake {
   bool done_ = false;
 };
 
-/// The relay's side: checks the greeting, proves the secret, checks the gate's proof. `gate` (host:port)
+/// A rank's side: checks the greeting, proves the secret, checks the gate's proof. `gate` (host:port)
 /// names the server in the errors.
 class ClientHandshake final : public Handshake {
  public:

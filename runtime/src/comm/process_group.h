@@ -146,7 +146,7 @@ class ProcessGroup {
   uint64_t store_round_ = 0;
   uint64_t num_collectives_ = 0;
   GlooDevice gloo_device_;
-  std::shared_ptr<void> store_access_;  // the secret's gate or relay: declared first, destroyed last
+  std::shared_ptr<void> store_access_;  // rank 0's gate (with a secret): declared first, destroyed last
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::Backend> gloo_;
   c10::intrusive_ptr<c10d::Backend> nccl_;

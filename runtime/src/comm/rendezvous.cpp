@@ -10,8 +10,11 @@
 #include <future>
 #include <thread>
 
+#include "comm/acc_store.h"
 #include "comm/deadline_store.h"
+#include "comm/gate_handshake.h"
 #include "comm/process_group.h"
+#include "comm/store_client.h"
 #include "comm/store_gate.h"
 #include "comm/store_socket.h"
 
@@ -52,34 +55,38 @@ c10::intrusive_ptr<c10d::TCPStore> serve_on(const ListeningSocket& socket, const
   }
 }
 
-// Rank 0: the store on the reserved or bound socket; with a secret, the store on loopback and the
-// gate on that socket.
+// Rank 0: c10d's store on the reserved or bound socket; with a secret, the gate on that socket,
+// serving the keys itself (comm/store_gate.h): no store listens anywhere else.
 JoinedStore serve(const LaunchInfo& launch, const Deadline& deadline) {
   ListeningSocket socket = launch.store_listen_fd ? adopt_listening_socket(*launch.store_listen_fd)
                                                   : listen_for_store(launch.master_addr, launch.master_port);
   if (!socket.fallback_reason.empty()) warn("acc: warning: " + socket.fallback_reason);
   if (launch.store_secret.empty()) return {serve_on(socket, deadline), nullptr};
-  const ListeningSocket inner = listen_for_store("127.0.0.1", 0);
-  auto store = serve_on(inner, deadline);
   GateOptions options;
   options.on_refused = [](const std::string& why) {
     warn("acc: warning: " + (why.rfind("acc: ", 0) == 0 ? why.substr(5) : why));
   };
-  auto gate = std::make_shared<StoreGate>(socket.fd, "127.0.0.1", inner.port, launch.store_secret, options);
-  return {store, gate};
+  auto gate = std::make_shared<StoreGate>(socket.fd, launch.store_secret, options);
+  // Rank 0's own connections (and their clones) are socketpairs the gate serves: no handshake.
+  auto open = std::make_shared<const AccStore::Opener>([weak = std::weak_ptr<StoreGate>(gate)] {
+    const auto alive = weak.lock();
+    if (!alive) throw DistributedError("acc: rank 0's store gate has been shut down; no store call can be made");
+    return StoreConnection(alive->adopt_local());
+  });
+  return {c10::make_intrusive<AccStore>(open, deadline.left()), gate};
 }
 
-c10::intrusive_ptr<c10d::TCPStore> connect_client(const LaunchInfo& launch, const std::string& host, int port,
-                                                  const Deadline& deadline, const std::string& who) {
+c10::intrusive_ptr<c10d::TCPStore> connect_client(const LaunchInfo& launch, const Deadline& deadline,
+                                                  const std::string& who) {
   const std::string where = launch.master_addr + ":" + std::to_string(launch.master_port);
   c10d::TCPStoreOptions options;
-  options.port = static_cast<uint16_t>(port);
+  options.port = static_cast<uint16_t>(launch.master_port);
   options.isServer = false;
   options.waitWorkers = false;
   options.timeout = deadline.left();
   auto connected = std::make_shared<std::promise<c10::intrusive_ptr<c10d::TCPStore>>>();
   auto result = connected->get_future();
-  std::thread([connected, host, options] {
+  std::thread([connected, host = launch.master_addr, options] {
     try {
       connected->set_value(c10::make_intrusive<c10d::TCPStore>(host, options));
     } catch (...) {
@@ -103,19 +110,25 @@ c10::intrusive_ptr<c10d::TCPStore> connect_client(const LaunchInfo& launch, cons
 // c10d's client connects, then waits for the server without a deadline of its own when something
 // accepts connections but does not answer (a port held for a rank 0 that is still busy or stuck):
 // the connection is made on a helper thread, and abandoned to it when the deadline passes. With a
-// secret, the client goes through this rank's relay, which proves the secret to rank 0's gate.
+// secret, acc's own client proves the secret to rank 0's gate and has deadlines of its own.
 JoinedStore join(const LaunchInfo& launch, const Deadline& deadline) {
   const std::string where = launch.master_addr + ":" + std::to_string(launch.master_port);
   const std::string who = launch.agent_store ? "torchrun's agent store" : "rank 0's store";
   if (!launch.store_secret.empty() && !launch.agent_store) {
-    RelayOptions options;  // the relay (like the gate) refuses a secret that is too short
+    check_store_secret(launch.store_secret);
+    StoreClientOptions options;
     options.connect_timeout = deadline.left();
     options.handshake_timeout = std::min(deadline.left(), Milliseconds(10000));
-    auto relay = std::make_shared<StoreRelay>(launch.master_addr, launch.master_port, launch.store_secret, options);
-    if (auto why = relay->check(deadline.left())) {
-      throw DistributedError("acc: " + rank_text(launch) + ": " + *why);
+    auto open = std::make_shared<const AccStore::Opener>(
+        [host = launch.master_addr, port = launch.master_port, secret = launch.store_secret, options] {
+          return StoreConnection::connect(host, port, secret, options);
+        });
+    try {
+      return {c10::make_intrusive<AccStore>(open, deadline.left()), nullptr};
+    } catch (const std::exception& e) {
+      const std::string why = error_text(e);
+      throw DistributedError("acc: " + rank_text(launch) + ": " + (why.rfind("acc: ", 0) == 0 ? why.substr(5) : why));
     }
-    return {connect_client(launch, "127.0.0.1", relay->port(), deadline, who), relay};
   }
   if (auto why = wait_until_listening(launch.master_addr, launch.master_port, deadline.at)) {
     throw DistributedError("acc: " + rank_text(launch) + " could not reach " + who + " at " + where +
@@ -123,7 +136,7 @@ JoinedStore join(const LaunchInfo& launch, const Deadline& deadline) {
                            "). Rank 0 has not started or has exited, or MASTER_ADDR/MASTER_PORT "
                            "point elsewhere; the deadline is AcceleratorOptions().timeout(...)");
   }
-  return {connect_client(launch, launch.master_addr, launch.master_port, deadline, who), nullptr};
+  return {connect_client(launch, deadline, who), nullptr};
 }
 
 // A rank must never train with another job's ranks: two jobs given one port, or a rank started by

@@ -73,20 +73,6 @@ int local_port(int fd) {
   throw Error("acc: the store socket is not a TCP socket");
 }
 
-Fd listen_loopback() {
-  Fd fd(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) throw Error("acc: cannot create the store relay's socket: " + errno_text(errno));
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  if (bind(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0 ||
-      listen(fd.get(), SOMAXCONN) != 0) {
-    throw Error("acc: cannot listen on 127.0.0.1 for the store relay: " + errno_text(errno));
-  }
-  return fd;
-}
-
 std::string errno_text(int error) {
   char buffer[256];
   // GNU strerror_r returns the message, which may or may not be the buffer.

@@ -1,6 +1,6 @@
 #pragma once
-// Small POSIX socket helpers of the store gate and relay (comm/store_gate.h): an owning descriptor,
-// name resolution, addresses as text, a loopback listener. Torch-free.
+// Small POSIX socket helpers of the store gate and its clients (comm/store_gate.h,
+// comm/store_client.h): an owning descriptor, name resolution, addresses as text. Torch-free.
 #include <sys/socket.h>
 
 #include <string>
@@ -50,15 +50,11 @@ std::string peer_text(int fd);
 /// The port a socket is bound to; throws acc::Error if it has none.
 int local_port(int fd);
 
-/// A TCP socket listening on 127.0.0.1 on a port the kernel picks (see local_port), non-blocking,
-/// close-on-exec. Throws acc::Error.
-Fd listen_loopback();
-
 /// strerror as a std::string.
 std::string errno_text(int error);
 
 void set_nonblocking(int fd);
-/// TCP_NODELAY: the store speaks in small requests; Nagle's algorithm on a relayed hop adds up to
+/// TCP_NODELAY: the store speaks in small requests; Nagle's algorithm adds up to
 /// 40 ms (a delayed ACK) to each.
 void set_nodelay(int fd);
 
