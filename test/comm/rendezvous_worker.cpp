@@ -18,10 +18,18 @@
 //               continued 12 s later; the others must fail within their deadline, naming the store
 //               that does not answer (run with a rank missing, so the rendezvous is still waiting);
 //   hold MS     stays in the job MS milliseconds more (another job's rank tries to join meanwhile).
+// Issue 35, item 3 (store_access_worker.h; the test's directory is ACC_TEST_DIR):
+//   store_only  the rendezvous alone, no process group (so no Gloo listener): announces its pid,
+//               holds until the test has looked at its sockets, then prints the job id it reads
+//               ("JOB rank R reads '...'");
+//   store_held  the same with the whole Accelerator (Gloo included);
+//   probe P...  not a rank: a local process without the secret tries a TCPStore client at each port;
+//   rogue PID DIR  not a rank: writes acc/job=rogue through every listener of PID's processes.
 // Prints "OK ..." and exits 0, or "FAIL: ..." and exits 1; a failed rendezvous prints
 // "RENDEZVOUS FAILED after N ms: <message>" and exits 2.
 #include <ATen/ops/full.h>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -43,6 +51,9 @@
 #include <acc/state.h>
 
 #include "comm/gpu_per_rank.h"
+#include "comm/process_group.h"
+#include "comm/rendezvous.h"
+#include "store_access_worker.h"
 
 namespace {
 
@@ -72,6 +83,35 @@ std::vector<std::string> listeners(const std::string& table, int port) {
 
 void own_sigpipe_handler(int) {}
 
+// How long a rank holds for the test's probes at most (the test writes ACC_TEST_DIR/probed sooner).
+constexpr std::chrono::seconds kHoldLimit(40);
+
+// The rendezvous as the Accelerator does it (launch from the environment, one deadline), and
+// nothing more: the store's sockets are then the only ones the rank has.
+int store_only(std::chrono::milliseconds timeout, Clock::time_point start) {
+  namespace sa = acc::testing::store_access;
+  const acc::LaunchInfo launch = acc::detect_launch();
+  acc::detail::JoinedStore joined;
+  try {
+    joined = acc::detail::rendezvous(launch, timeout);
+  } catch (const acc::Error& e) {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+    std::cout << "RENDEZVOUS FAILED after " << ms << " ms: " << e.what() << std::endl;
+    return 2;
+  }
+  sa::announce_and_hold(launch.rank, kHoldLimit);
+  try {
+    std::cout << "JOB rank " << launch.rank << " reads '" << sa::job_as_read(*joined.store) << "'" << std::endl;
+  } catch (const std::exception& e) {
+    return fail(std::string("the store after the probes: ") + e.what());
+  }
+  // Rank 0 serves the store, so it leaves last (told through the test's directory, not the store:
+  // a rank's last word to a store whose server may then exit could be lost).
+  if (!sa::leave_in_order(launch.rank, launch.world_size, kHoldLimit)) return fail("the other ranks did not leave");
+  std::cout << "OK store_only rank " << launch.rank << " of " << launch.world_size << std::endl;
+  return 0;
+}
+
 // What a write to a closed connection does in this process: "EPIPE", another errno, or nothing
 // (SIGPIPE's default action ends the process before this returns).
 std::string write_to_closed_peer() {
@@ -90,10 +130,26 @@ std::string write_to_closed_peer() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 3) return fail("usage: acc_rendezvous_worker TIMEOUT_MS sum|same_parent|loopback [hold MS]");
+  if (argc < 3) return fail("usage: acc_rendezvous_worker TIMEOUT_MS SCENARIO [hold MS] (scenarios: see the top of rendezvous_worker.cpp)");
   const std::chrono::milliseconds timeout(std::atoi(argv[1]));
   const std::string scenario = argv[2];
   const auto start = Clock::now();
+  namespace sa = acc::testing::store_access;
+  if (scenario == "probe" || scenario == "rogue") {
+    // c10d logs each refused client with a stack trace; what the intruders found is on stdout.
+    const int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (null >= 0) ::dup2(null, 2);
+  }
+  if (scenario == "probe") {
+    std::vector<int> ports;
+    for (int i = 3; i < argc; ++i) ports.push_back(std::atoi(argv[i]));
+    return sa::probe_main(ports, timeout);
+  }
+  if (scenario == "rogue") {
+    if (argc < 5) return fail("usage: acc_rendezvous_worker LIMIT_MS rogue ROOT_PID DIR");
+    return sa::rogue_main(static_cast<pid_t>(std::atoi(argv[3])), argv[4], timeout);
+  }
+  if (scenario == "store_only") return store_only(timeout, start);
   // As acc-launch starts ranks, whatever the test runner ignores (SIG_IGN is inherited across exec).
   if (scenario == "sigpipe" || scenario == "peer_dies") ::signal(SIGPIPE, SIG_DFL);
   if (scenario == "sigpipe_own") ::signal(SIGPIPE, own_sigpipe_handler);
@@ -151,6 +207,10 @@ int main(int argc, char** argv) {
       }
     }
     accelerator->wait_for_everyone();
+  } else if (scenario == "store_held") {
+    sa::announce_and_hold(rank, kHoldLimit);
+    std::cout << "JOB rank " << rank << " reads '" << sa::job_as_read(accelerator->state().process_group()->store())
+              << "'" << std::endl;
   } else if (scenario == "sigpipe") {
     const std::string outcome = write_to_closed_peer();
     if (outcome != "EPIPE") return fail("a write to a closed peer gave: " + outcome);
