@@ -19,17 +19,18 @@
 #include <acc_common/process_status.h>
 
 #include "errors.h"
+#include "failure_report.h"
 #include "machine_link.h"
 #include "rank_environment.h"
 #include "rank_logs.h"
 #include "rank_output.h"
 #include "spawn.h"
+#include "stopped_process.h"
+#include "supervised_rank.h"
 
 namespace acc::launcher {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-constexpr size_t kHistoryLines = 20;
 constexpr auto kDrainTimeout = std::chrono::seconds(2);
 
 // Why the program could not be executed, with the fix where one is clear. Only a name without '/' is looked
@@ -53,23 +54,8 @@ int exit_code_of(int wait_status) {
   return WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : ExitCode::kSignalBase + WTERMSIG(wait_status);
 }
 
-struct Stream {
-  int fd = -1;  // read end of the rank's pipe; -1 once closed
-  int log_fd = -1;
-  std::unique_ptr<RankStream> sink;
-};
-
-struct Rank {
-  int local_rank = 0;
-  int rank = 0;
-  pid_t pid = -1;
-  bool running = false;
-  int wait_status = 0;
-  Clock::time_point started;
-  Clock::time_point ended;
-  LineHistory history{kHistoryLines};
-  Stream streams[2];  // stdout, stderr
-};
+using Rank = SupervisedRank;
+using Stream = RankOutputStream;
 
 enum class Outcome { kSuccess, kRankFailed, kMachineLost, kLeaderMovedOn, kInterrupted, kExecFailed };
 
@@ -340,7 +326,13 @@ class Supervisor {
     failed_rank_ = &rank;
     failure_exit_code_ = exit_code_of(rank.wait_status);
     const bool others = std::any_of(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.running; });
+    // Before the other ranks are signalled: a rank found stopped now is most likely why this one failed
+    // (its peers time out waiting for it), and the report leads with it.
+    for (Rank& other : ranks_)
+      if (other.running) other.stopped = find_stopped(other.pid);
+    const std::string stopped = stopped_ranks_text(ranks_);
     say("rank " + std::to_string(rank.rank) + " " + common::describe_wait_status(rank.wait_status) +
+        (stopped.empty() ? "" : "; " + stopped) +
         (others ? "; stopping the other ranks" : ""));
     if (link_) link_->announce_failure();
     signal_all(SIGTERM);
@@ -353,7 +345,14 @@ class Supervisor {
   void on_machine_lost() {
     machine_lost_ = true;
     failure_exit_code_ = 1;
-    say(*link_->lost() + "; stopping this machine's ranks");
+    // The other machines' ranks failed, or theirs are gone: a rank of this machine found stopped is most
+    // likely the one they waited for, and only this machine can tell.
+    for (Rank& rank : ranks_)
+      if (rank.running) rank.stopped = find_stopped(rank.pid);
+    const std::string stopped = stopped_ranks_text(ranks_);
+    say(*link_->lost() + "; stopping this machine's ranks" +
+        (stopped.empty() ? ""
+                         : ". On this machine " + stopped + ": the other machines' ranks most likely failed waiting for it"));
     signal_all(SIGTERM);
     kill_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                         std::chrono::duration<double>(options_.grace_period_s));
@@ -381,7 +380,10 @@ class Supervisor {
   // Signals each running rank's whole process group: the rank and whatever it started.
   void signal_all(int sig) {
     for (Rank& rank : ranks_)
-      if (rank.running) common::signal_rank_group(rank.pid, sig);
+      if (rank.running) {
+        rank.signalled = true;
+        common::signal_rank_group(rank.pid, sig);
+      }
   }
 
   // After the ranks: descendants they left behind are killed (no orphans), and the pipes drained so
@@ -414,49 +416,11 @@ class Supervisor {
   }
 
   void report_failure(const Rank& rank) const {
-    const double seconds = std::chrono::duration<double>(Clock::now() - rank.started).count();
-    char elapsed[32];
-    std::snprintf(elapsed, sizeof(elapsed), "%.1f", seconds);
-    std::string message = options_.tool_name + ": failed: rank " + std::to_string(rank.rank) + " (local rank " +
-                          std::to_string(rank.local_rank) + ", pid " + std::to_string(rank.pid) + ") " +
-                          common::describe_wait_status(rank.wait_status) + " after about " + elapsed + " s\n";
-    // An acc program ends on an uncaught acc error with one line of its own (libacc's terminate
-    // handler): that error is the failure, whatever else the rank printed after it.
-    static constexpr std::string_view kUncaught = "acc: uncaught ";
-    for (auto line = rank.history.lines().rbegin(); line != rank.history.lines().rend(); ++line) {
-      if (line->rfind(kUncaught, 0) != 0) continue;
-      message += options_.tool_name + ": rank " + std::to_string(rank.rank) + " raised " + line->substr(kUncaught.size()) +
-                 "\n";
-      break;
-    }
-    if (!piped()) {
-      message += options_.tool_name + ": its output is above\n";
-    } else if (rank.history.lines().empty()) {
-      message += options_.tool_name + ": it printed nothing\n";
-    } else {
-      message += options_.tool_name + ": its last lines:\n";
-      for (const auto& line : rank.history.lines()) message += "  | " + line + "\n";
-    }
-    message += early_leavers(rank);
-    write_all(STDERR_FILENO, message);
-  }
-
-  // Ranks that ended successfully before `reporter` failed. A rank that leaves while its peers still run
-  // collectives makes them fail (a timeout, a closed connection): the rank to blame is the one that left,
-  // not the one that reported it.
-  std::string early_leavers(const Rank& reporter) const {
-    std::string text;
-    for (const Rank& rank : ranks_) {
-      if (&rank == &reporter || rank.running || common::wait_status_failed(rank.wait_status) ||
-          rank.ended > reporter.ended)
-        continue;
-      char before[32];
-      std::snprintf(before, sizeof(before), "%.1f", std::chrono::duration<double>(reporter.ended - rank.ended).count());
-      text += options_.tool_name + ": rank " + std::to_string(rank.rank) + " had already ended (exit code 0) " + before +
-              " s before; a rank that leaves while the others still run collectives makes them fail, so rank " +
-              std::to_string(rank.rank) + " may have left the training loop early\n";
-    }
-    return text;
+    FailureReportContext context;
+    context.tool_name = options_.tool_name;
+    context.piped = piped();
+    context.local_world_size = plan_.local_world_size;
+    write_all(STDERR_FILENO, failure_report(ranks_, rank, context));
   }
 
   const LaunchPlan& plan_;

@@ -162,6 +162,74 @@ TEST(UncaughtError, AccLaunchReportsTheRanksErrorNotASignal) {
 }
 #endif
 
+#ifdef ACC_LAUNCH
+// acc-launch's output (both streams) and exit status, under a hard deadline.
+struct Launched {
+  int exit_code = -1;
+  std::string out;
+};
+
+Launched acc_launch(const std::string& arguments) {
+  const std::string command = "timeout -k 5 90 " + std::string(ACC_LAUNCH) + " --cpu --main_process_port " +
+                              std::to_string(acc::testing::free_port()) + " --grace_period 1 " + arguments + " 2>&1";
+  Launched launched;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (!pipe) return launched;
+  char buffer[4096];
+  for (size_t got; (got = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) launched.out.append(buffer, got);
+  const int status = ::pclose(pipe);
+  launched.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return launched;
+}
+
+// The first line of acc-launch's failure report.
+std::string headline(const std::string& out) {
+  const size_t at = out.find("acc-launch: failed: ");
+  return at == std::string::npos ? "" : out.substr(at, out.find('\n', at) - at);
+}
+
+// Issue 35 item 8: the ranks that time out waiting for a stopped rank fail first; the report's first line
+// names the stopped rank, not them. Before: "acc-launch: failed: rank 1 (local rank 1, pid N) exited
+// with code 1 after about 9.5 s".
+TEST(StoppedUnderAccLaunch, TheFirstLineNamesAStoppedRankZero) {
+  const Launched result = acc_launch("--num_processes 3 " + worker() + " stopped_uncaught 0");
+  std::cout << headline(result.out) << "\n";
+  EXPECT_EQ(result.exit_code, 1) << result.out;
+  EXPECT_THAT(headline(result.out),
+              ::testing::MatchesRegex("acc-launch: failed: rank 0 \\(local rank 0, pid [0-9]+\\) was stopped \\(SIGSTOP "
+                                      "or a debugger\\) when rank [12] failed: ranks? [12](, [12])? failed waiting for "
+                                      "it\\. A stopped rank holds up every collective.*"))
+      << result.out;
+  // Each rank that failed is still listed, with the error it raised.
+  EXPECT_THAT(result.out, ::testing::ContainsRegex("acc-launch: rank [12] raised acc::DistributedError: acc: reduce\\(sum\\) "
+                                                   "failed on rank [12] of 3 .*rank 0, which serves the job's store"));
+}
+
+TEST(StoppedUnderAccLaunch, TheFirstLineNamesAStoppedRankOtherThanZero) {
+  const Launched result = acc_launch("--num_processes 3 " + worker() + " stopped_uncaught 1");
+  std::cout << headline(result.out) << "\n";
+  EXPECT_EQ(result.exit_code, 1) << result.out;
+  EXPECT_THAT(headline(result.out),
+              ::testing::MatchesRegex("acc-launch: failed: rank 1 \\(local rank 1, pid [0-9]+\\) was stopped \\(SIGSTOP "
+                                      "or a debugger\\) when rank [02] failed: ranks? [02](, [02])? failed waiting for "
+                                      "it\\..*"))
+      << result.out;
+}
+
+// Not stopped but busy outside the collective: acc-launch cannot see that, and names the rank libacc's
+// errors name (the words the launcher reads in them: launcher/src/blame.cpp).
+TEST(StoppedUnderAccLaunch, TheFirstLineNamesTheRankTheErrorsSayHasNotReachedTheCollective) {
+  const Launched result = acc_launch("--num_processes 3 " + worker() + " busy 1");
+  std::cout << headline(result.out) << "\n";
+  EXPECT_EQ(result.exit_code, 1) << result.out;
+  EXPECT_THAT(headline(result.out),
+              ::testing::MatchesRegex("acc-launch: failed: rank 1 \\(local rank 1, pid [0-9]+\\) was still running, "
+                                      "outside their collective, when rank [02] failed: ranks? [02](, [02])? failed "
+                                      "waiting for it; their errors say it has not reached their collective.*"))
+      << result.out;
+}
+#endif
+
 TEST(UncaughtError, OtherExceptionsKeepTheDefaultAbort) {
   const SpawnResult result = spawn_ranks(worker(), {"uncaught", "other"}, 1, seconds(30));
   ASSERT_FALSE(result.timed_out) << result.describe();

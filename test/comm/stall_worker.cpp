@@ -9,7 +9,12 @@
 //   stopped R       after a first reduce, rank R stops itself (SIGSTOP; a child of it sends SIGCONT
 //                   12 s later) while the others call the next reduce; each rank prints
 //                   "RAISED after <ms> ms: <message>" (timeout 4 s).
-// Options: a stall report interval of 1500 ms and a timeout of 20 s (4 s for "stopped").
+//   stopped_uncaught R  the same, the error left uncaught: each rank but R ends with libacc's
+//                   "acc: uncaught ..." line and exit status 1, as a training program does (under acc-launch).
+//   busy R          after a first reduce, rank R sleeps 30 s (busy outside the collective) while the others
+//                   call the next reduce, the error left uncaught (exit status 1).
+// Options: a stall report interval of 1500 ms and a timeout of 20 s (4 s for "stopped", "stopped_uncaught"
+// and "busy").
 #include <ATen/ops/full.h>
 
 #include <signal.h>
@@ -38,7 +43,7 @@ int main(int argc, char** argv) {
     throw std::logic_error("not an acc error");
   }
   acc::Accelerator accelerator(acc::AcceleratorOptions()
-                                   .timeout(std::chrono::seconds(mode == "stopped" ? 4 : 20))
+                                   .timeout(std::chrono::seconds(mode.rfind("stopped", 0) == 0 || mode == "busy" ? 4 : 20))
                                    .stall_report_interval(std::chrono::milliseconds(1500)));
   const int rank = accelerator.process_index(), world = accelerator.num_processes();
   const bool last = rank == world - 1;
@@ -67,7 +72,14 @@ int main(int argc, char** argv) {
     }
     fail("the ranks called different collectives and nothing was raised");
   }
-  if (mode == "stopped") {
+  if (mode == "busy") {
+    accelerator.reduce(one, acc::ReduceOp::SUM);
+    if (rank == std::stoi(argv[2])) std::this_thread::sleep_for(std::chrono::seconds(30));
+    accelerator.reduce(one, acc::ReduceOp::SUM);
+    std::cout << "NOT RAISED" << std::endl;
+    return 0;
+  }
+  if (mode == "stopped" || mode == "stopped_uncaught") {
     accelerator.reduce(one, acc::ReduceOp::SUM);
     if (rank == std::stoi(argv[2])) {
       const pid_t self = ::getpid();
@@ -78,6 +90,11 @@ int main(int argc, char** argv) {
         ::_exit(0);
       }
       ::raise(SIGSTOP);
+    }
+    if (mode == "stopped_uncaught") {
+      accelerator.reduce(one, acc::ReduceOp::SUM);
+      std::cout << "NOT RAISED" << std::endl;
+      return 0;
     }
     const auto start = std::chrono::steady_clock::now();
     try {

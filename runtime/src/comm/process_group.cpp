@@ -1,5 +1,7 @@
 #include "comm/process_group.h"
 
+#include <acc_common/blame_words.h>
+
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
@@ -20,6 +22,8 @@
 #include "comm/ring_collectives.h"
 
 namespace acc::detail {
+
+namespace blame_words = acc::common::blame_words;
 
 std::string error_text(const std::exception& error) {
   if (auto* c10_error = dynamic_cast<const c10::Error*>(&error)) {
@@ -139,7 +143,7 @@ Milliseconds ProcessGroup::timeout_for(const at::Tensor& like) const {
 
 void ProcessGroup::fail(const std::string& what, Milliseconds timeout,
                         const std::string& cause) const {
-  throw DistributedError("acc: " + what + " failed on rank " + std::to_string(rank_) + " of " +
+  throw DistributedError("acc: " + what + std::string(blame_words::kFailedOn) + std::to_string(rank_) + " of " +
                          std::to_string(size_) + " (timeout " + seconds_text(timeout) + "): " + cause +
                          ". Check the other ranks' output. The deadline is "
                          "AcceleratorOptions().timeout(...).");
@@ -185,10 +189,11 @@ std::string ProcessGroup::absent_peers(const std::string& where, Milliseconds ti
       }
     }
   } catch (const StoreNotAnswering&) {
-    return rank_ == 0 ? "" : "; rank 0, which serves the job's store, does not answer either: it is stopped "
-                             "(SIGSTOP, a debugger) or its machine is unreachable";
+    return rank_ == 0 ? "" : "; rank 0" + std::string(blame_words::kStoreSilent) +
+                                 " either: it is stopped (SIGSTOP, a debugger) or its machine is unreachable";
   } catch (const std::exception&) {
-    return rank_ == 0 ? "" : "; rank 0, which serves the job's store, does not answer either: it has exited";
+    return rank_ == 0 ? "" : "; rank 0" + std::string(blame_words::kStoreSilent) + " either" +
+                                 std::string(blame_words::kStoreExited);
   }
   bool all_with_me = true;
   for (int r = 0; r < size_; ++r)
@@ -232,8 +237,8 @@ Milliseconds ProcessGroup::wait_and_report_stall(const std::function<bool(Millis
     const StoreDeadlineGuard within(std::min(answer_budget(timeout), std::max(timeout - waited(), Milliseconds(1))));
     peers = describe_peers(read_positions(*store_, size_), rank_, mine);
   } catch (const StoreNotAnswering&) {
-    peers = "rank 0, which serves the job's store, does not answer: it is stopped (SIGSTOP, a debugger) or its "
-            "machine is unreachable";
+    peers = "rank 0" + std::string(blame_words::kStoreSilent) +
+            ": it is stopped (SIGSTOP, a debugger) or its machine is unreachable";
   } catch (const std::exception& e) {
     peers = "the job's store does not answer (" + error_text(e) + "): rank 0 has exited";
   }

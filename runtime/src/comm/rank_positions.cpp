@@ -1,5 +1,7 @@
 #include "comm/rank_positions.h"
 
+#include <acc_common/blame_words.h>
+
 #include <exception>
 
 namespace acc::detail {
@@ -118,7 +120,7 @@ std::string describe_peers(const std::vector<std::optional<RankPosition>>& posit
   std::vector<std::string> parts;
   if (!missing.empty())
     parts.push_back(ranks_text(missing) + (missing.size() > 1 ? " have" : " has") +
-                    " not reached it (busy outside it, stopped, or exited)");
+                    std::string(acc::common::blame_words::kNotReached) + " (busy outside it, stopped, or exited)");
   if (!elsewhere.empty()) {
     std::string text;
     for (const auto& part : elsewhere) text += (text.empty() ? "" : "; ") + part;
