@@ -127,10 +127,11 @@ std::optional<unsigned> permissionsOf(const std::string &file) {
 
 using acc::common::NewFile;
 
-// A new file beside `target` (acc_common/new_file.h: a random name, O_EXCL|O_NOFOLLOW) with `mode`
-// exactly (the umask would drop bits the original has), or the umask's default when there is none.
+// A new file beside `target` (acc_common/new_file.h: a random name, O_EXCL|O_NOFOLLOW) named for this
+// process (WriteTemporaries.h: a later run tells a killed writer's leftover from a live one's), with
+// `mode` exactly (the umask would drop bits the original has), or the umask's default when there is none.
 NewFile createBeside(const std::string &target, std::optional<unsigned> mode, std::string &error) {
-  NewFile file = acc::common::create_file_with_prefix(target + ".acc-migrate-", "");
+  NewFile file = acc::common::create_file_with_prefix(writeTemporaryPrefix(target), "");
   if (file.fd < 0) {
     error = "cannot create a file beside " + target + ": " + std::strerror(errno);
   } else if (mode && ::fchmod(file.fd, *mode) != 0) {
@@ -185,9 +186,21 @@ bool copyAtomically(const std::string &source, const std::string &target, std::s
   return false;
 }
 
+void removeLeftovers(const std::string &dir, std::vector<RemovedTemporary> &removed) {
+  std::vector<RemovedTemporary> here = removeDeadWriteTemporaries(dir);
+  removed.insert(removed.end(), here.begin(), here.end());
+}
+
 }  // namespace
 
-bool writeInPlace(const std::vector<FileChange> &changes, const std::string &backupSuffix, std::string &error) {
+bool writeInPlace(const std::vector<FileChange> &changes, const std::string &backupSuffix,
+                  std::vector<RemovedTemporary> &removed, std::string &error) {
+  std::set<std::string> directories;
+  for (const FileChange &change : changes) {
+    directories.insert(path::parent_path(change.path).str());
+    if (!backupSuffix.empty()) directories.insert(path::parent_path(change.path + backupSuffix).str());
+  }
+  for (const std::string &dir : directories) removeLeftovers(dir, removed);
   for (const FileChange &change : changes) {
     // The backup and the new text get the original's permission bits: a private file stays private.
     std::optional<unsigned> mode = permissionsOf(change.path);
@@ -203,10 +216,11 @@ bool writeInPlace(const std::vector<FileChange> &changes, const std::string &bac
 }
 
 bool writeOutputDir(const std::vector<FileChange> &changes, const std::vector<std::string> &roots,
-                    const std::string &base, const std::string &outputDir, std::string &error) {
+                    const std::string &base, const std::string &outputDir, std::vector<RemovedTemporary> &removed,
+                    std::string &error) {
   std::map<std::string, const FileChange *> changed;
   for (const FileChange &c : changes) changed[c.path] = &c;
-  std::set<std::string> written;
+  std::set<std::string> written, cleaned;
   auto copyOne = [&](const std::string &file) {
     written.insert(file);
     llvm::SmallString<256> relative(file);
@@ -217,6 +231,8 @@ bool writeOutputDir(const std::vector<FileChange> &changes, const std::vector<st
       error = "cannot create " + path::parent_path(target).str() + ": " + ec.message();
       return false;
     }
+    std::string directory = path::parent_path(target).str();
+    if (cleaned.insert(directory).second) removeLeftovers(directory, removed);
     auto it = changed.find(file);
     bool written = it != changed.end()
                        ? writeAtomically(std::string(target), it->second->after, permissionsOf(file), error)
@@ -236,6 +252,9 @@ bool writeOutputDir(const std::vector<FileChange> &changes, const std::vector<st
         if (name.startswith(".") || name == "build" || name.startswith("build-")) it.no_push();
         continue;
       }
+      // Another run's temporary (a live writer's, or one this run could not remove) is a partial
+      // file, not part of the project.
+      if (parseWriteTemporary(name)) continue;
       if (it->type() == fs::file_type::regular_file && !copyOne(it->path())) return false;
     }
   }

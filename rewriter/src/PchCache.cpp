@@ -1,4 +1,5 @@
 #include "PchCache.h"
+#include "DeadWriter.h"
 #include "acc_common/new_file.h"
 
 #include <clang/Basic/Version.h>
@@ -22,13 +23,10 @@
 #include <llvm/Support/VirtualFileSystem.h>
 #include <llvm/Support/raw_ostream.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
-#include <climits>
 #include <cstdlib>
 
 using namespace clang;
@@ -162,27 +160,7 @@ bool isRegularFile(const std::string &file) {
 // only makes the order less exact.
 void markUsed(const std::string &pch) { ::utimensat(AT_FDCWD, pch.c_str(), nullptr, AT_SYMLINK_NOFOLLOW); }
 
-// This machine's name as temporaries carry it: a pid means something only on the machine that has it.
-const std::string &hostTag() {
-  static const std::string tag = [] {
-    char name[256] = {};
-    if (::gethostname(name, sizeof name - 1) != 0 || !name[0]) return std::string("unknown-host");
-    std::string out(name);
-    for (char &c : out)
-      if (!llvm::isAlnum(c) && c != '-') c = '-';
-    return out;
-  }();
-  return tag;
-}
-
-std::string temporaryPrefix(const std::string &name, long pid) {
-  return name + "." + hostTag() + "." + std::to_string(pid) + ".";
-}
-
-struct Writer {
-  std::string host;
-  long pid;
-};
+std::string temporaryPrefix(const std::string &name, long pid) { return name + "." + writerTag(pid) + "."; }
 
 // The writer a temporary's name gives; nullopt for a name the cache does not make.
 std::optional<Writer> writerOf(llvm::StringRef name) {
@@ -195,15 +173,6 @@ std::optional<Writer> writerOf(llvm::StringRef name) {
   if (current.match(name, &match) && !match[3].getAsInteger(10, pid)) return Writer{match[2].str(), pid};
   if (previous.match(name, &match) && !match[2].getAsInteger(10, pid)) return Writer{hostTag(), pid};
   return std::nullopt;
-}
-
-constexpr std::chrono::hours kTemporaryLifetime(24);
-
-bool isDead(const Writer &writer, llvm::sys::TimePoint<> modified) {
-  if (std::chrono::system_clock::now() - modified > kTemporaryLifetime) return true;
-  if (writer.host != hostTag()) return false;
-  if (writer.pid <= 0 || writer.pid > INT_MAX) return true;  // never a process's (kill(0) means the group)
-  return ::kill(static_cast<pid_t>(writer.pid), 0) != 0 && errno == ESRCH;
 }
 
 struct CachedPch {
@@ -270,7 +239,7 @@ void removeDeadPchTemporaries(const std::string &dir) {
     std::optional<Writer> writer = writerOf(path::filename(it->path()));
     fs::file_status status;
     if (!writer || fs::status(it->path(), status, /*Follow=*/false) || fs::is_directory(status)) continue;
-    if (isDead(*writer, status.getLastModificationTime())) fs::remove(it->path());
+    if (deadWriter(*writer, status.getLastModificationTime())) fs::remove(it->path());
   }
 }
 

@@ -69,17 +69,12 @@ std::optional<uint64_t> parsePchCacheSize(llvm::StringRef text);
 // '-'); the writer adds 16 random hex digits and ".tmp".
 std::string pchTemporaryPrefix(const std::string &key, long pid);
 
-// Removes the temporaries in `dir` whose writer is dead: named for a pid of this machine that no
-// process has (or by the versions before this one: <key>.pch.tmp<pid>, and clang's own temporary
-// <key>.pch-<8 hex>.tmp<pid>.tmp), or older than a day, whoever wrote them (a PCH is written in
-// seconds; another machine sharing the directory cannot be asked about its pids). Why a pid in the
-// name rather than an flock held while writing: the name says who writes from the moment the file
-// exists, where a lock is taken only after the create, so a cleaner could take it in between and
-// remove a live writer's file; and flock is local-only or absent on some NFS mounts, where shared
-// home directories (and so this cache) live. Its limits: a dead writer whose pid a new process has
-// taken stays until it is a day old; a writer in another pid namespace under the same host name (a
-// container given the host's name, sharing the cache) could lose its temporary, and with it its PCH
-// for that run only.
+// Removes the temporaries in `dir` whose writer is dead (DeadWriter.h, the rule every temporary of
+// acc-migrate follows): named for a pid of this machine that no process has (or by the versions
+// before this one: <key>.pch.tmp<pid>, and clang's own temporary <key>.pch-<8 hex>.tmp<pid>.tmp), or
+// older than a day, whoever wrote them (a PCH is written in seconds; another machine sharing the
+// directory cannot be asked about its pids). DeadWriter.h says why a pid in the name rather than an
+// flock, and what the rule cannot tell.
 void removeDeadPchTemporaries(const std::string &dir);
 
 // Removes the least recently used PCHs (oldest mtime first) of `dir` until their total size is at

@@ -255,7 +255,8 @@ int main(int argc, const char **argv) {
   llvm::outs().flush();
 
   int status = ExitOk;
-  if (options.inPlace && !writeInPlace(run.changes, options.backupSuffix, error)) {
+  std::vector<RemovedTemporary> removed;
+  if (options.inPlace && !writeInPlace(run.changes, options.backupSuffix, removed, error)) {
     llvm::errs() << "acc-migrate: error: " << error << "\n";
     status = ExitSomeFilesFailed;
   }
@@ -264,10 +265,15 @@ int main(int argc, const char **argv) {
   std::vector<std::string> bases = roots;
   for (const FileChange &change : run.changes) bases.push_back(path::parent_path(change.path).str());
   std::string base = commonBase(bases);
-  if (!options.outputDir.empty() && !writeOutputDir(run.changes, roots, base, absolute(options.outputDir), error)) {
+  if (!options.outputDir.empty() &&
+      !writeOutputDir(run.changes, roots, base, absolute(options.outputDir), removed, error)) {
     llvm::errs() << "acc-migrate: error: " << error << "\n";
     status = ExitSomeFilesFailed;
   }
+  // Nothing the user did not write disappears unsaid.
+  for (const RemovedTemporary &temporary : removed)
+    llvm::errs() << "acc-migrate: note: removed " << displayPath(temporary.path)
+                 << ", left by an acc-migrate run killed while writing it (" << temporary.why << ")\n";
   if (!options.reportFile.empty() && !writeJsonReport(run, options.reportFile, error)) {
     llvm::errs() << "acc-migrate: error: " << error << "\n";
     status = ExitSomeFilesFailed;
