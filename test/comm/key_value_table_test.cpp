@@ -11,12 +11,8 @@ namespace sp = acc::detail::store_protocol;
 using acc::detail::KeyValueTable;
 
 sp::Request make(sp::Op op, std::vector<std::string> keys, std::vector<std::string> values = {}, int64_t number = 0) {
-  sp::Request r;
+  sp::Request r = sp::make_request(op, std::move(keys), std::move(values), number);
   r.id = 42;
-  r.op = op;
-  r.keys = std::move(keys);
-  r.values = std::move(values);
-  r.number = number;
   return r;
 }
 

@@ -63,14 +63,7 @@ StoreConnection connect_to(int port, const std::string& secret = kSecret, StoreC
   return StoreConnection::connect("127.0.0.1", port, secret, options);
 }
 
-sp::Request req(sp::Op op, std::vector<std::string> keys, std::vector<std::string> values = {}, int64_t number = 0) {
-  sp::Request r;
-  r.op = op;
-  r.keys = std::move(keys);
-  r.values = std::move(values);
-  r.number = number;
-  return r;
-}
+using sp::make_request;
 
 // A port nothing listens on now (one the kernel gave out, then closed).
 int free_port() {
@@ -154,42 +147,43 @@ TEST(StoreClient, EveryOpRoundTripsThroughTheGate) {
     return response;
   };
 
-  ok(req(sp::Op::kSet, {"a"}, {"alpha"}));
-  EXPECT_EQ(ok(req(sp::Op::kGet, {"a"}, {}, 1000)).values, std::vector<std::string>{"alpha"});
+  ok(make_request(sp::Op::kSet, {"a"}, {"alpha"}));
+  EXPECT_EQ(ok(make_request(sp::Op::kGet, {"a"}, {}, 1000)).values, std::vector<std::string>{"alpha"});
   // compareSet: c10d's four cases.
-  EXPECT_EQ(ok(req(sp::Op::kCompareSet, {"c"}, {"", "d"})).values, std::vector<std::string>{"d"});
-  EXPECT_EQ(ok(req(sp::Op::kCompareSet, {"c2"}, {"x", "y"})).values, std::vector<std::string>{"x"});
-  EXPECT_EQ(ok(req(sp::Op::kCheck, {"c2"})).number, 0) << "a missing key with a non-empty expectation is not set";
-  EXPECT_EQ(ok(req(sp::Op::kCompareSet, {"c"}, {"d", "e"})).values, std::vector<std::string>{"e"});
-  EXPECT_EQ(ok(req(sp::Op::kCompareSet, {"c"}, {"zz", "f"})).values, std::vector<std::string>{"e"});
+  EXPECT_EQ(ok(make_request(sp::Op::kCompareSet, {"c"}, {"", "d"})).values, std::vector<std::string>{"d"});
+  EXPECT_EQ(ok(make_request(sp::Op::kCompareSet, {"c2"}, {"x", "y"})).values, std::vector<std::string>{"x"});
+  EXPECT_EQ(ok(make_request(sp::Op::kCheck, {"c2"})).number, 0)
+      << "a missing key with a non-empty expectation is not set";
+  EXPECT_EQ(ok(make_request(sp::Op::kCompareSet, {"c"}, {"d", "e"})).values, std::vector<std::string>{"e"});
+  EXPECT_EQ(ok(make_request(sp::Op::kCompareSet, {"c"}, {"zz", "f"})).values, std::vector<std::string>{"e"});
   // add: decimal text, a missing key counts as 0.
-  EXPECT_EQ(ok(req(sp::Op::kAdd, {"n"}, {}, 5)).number, 5);
-  EXPECT_EQ(ok(req(sp::Op::kAdd, {"n"}, {}, -2)).number, 3);
-  EXPECT_EQ(ok(req(sp::Op::kGet, {"n"}, {}, 1000)).values, std::vector<std::string>{"3"});
-  const sp::Response not_a_number = store.call(req(sp::Op::kAdd, {"a"}, {}, 1), 5s);
+  EXPECT_EQ(ok(make_request(sp::Op::kAdd, {"n"}, {}, 5)).number, 5);
+  EXPECT_EQ(ok(make_request(sp::Op::kAdd, {"n"}, {}, -2)).number, 3);
+  EXPECT_EQ(ok(make_request(sp::Op::kGet, {"n"}, {}, 1000)).values, std::vector<std::string>{"3"});
+  const sp::Response not_a_number = store.call(make_request(sp::Op::kAdd, {"a"}, {}, 1), 5s);
   EXPECT_EQ(not_a_number.status, sp::Status::kError);
   ASSERT_EQ(not_a_number.values.size(), 1U);
   EXPECT_FALSE(not_a_number.values[0].empty());
   // delete, check, count.
-  ok(req(sp::Op::kSet, {"gone"}, {"1"}));
-  EXPECT_EQ(ok(req(sp::Op::kDelete, {"gone"})).number, 1);
-  EXPECT_EQ(ok(req(sp::Op::kDelete, {"gone"})).number, 0);
-  EXPECT_EQ(ok(req(sp::Op::kCheck, {"a", "n"})).number, 1);
-  EXPECT_EQ(ok(req(sp::Op::kCheck, {"a", "gone"})).number, 0);
-  EXPECT_EQ(ok(req(sp::Op::kNumKeys, {})).number, 3) << "a, c, n";
-  ok(req(sp::Op::kWait, {"a", "c", "n"}, {}, 1000));
+  ok(make_request(sp::Op::kSet, {"gone"}, {"1"}));
+  EXPECT_EQ(ok(make_request(sp::Op::kDelete, {"gone"})).number, 1);
+  EXPECT_EQ(ok(make_request(sp::Op::kDelete, {"gone"})).number, 0);
+  EXPECT_EQ(ok(make_request(sp::Op::kCheck, {"a", "n"})).number, 1);
+  EXPECT_EQ(ok(make_request(sp::Op::kCheck, {"a", "gone"})).number, 0);
+  EXPECT_EQ(ok(make_request(sp::Op::kNumKeys, {})).number, 3) << "a, c, n";
+  ok(make_request(sp::Op::kWait, {"a", "c", "n"}, {}, 1000));
   // append creates, then extends.
-  ok(req(sp::Op::kAppend, {"log"}, {"x"}));
-  ok(req(sp::Op::kAppend, {"log"}, {"yz"}));
-  EXPECT_EQ(ok(req(sp::Op::kMultiGet, {"log", "n"}, {}, 1000)).values, (std::vector<std::string>{"xyz", "3"}));
-  ok(req(sp::Op::kMultiSet, {"m1", "m2"}, {"1", std::string("\0\xff", 2)}));
-  EXPECT_EQ(ok(req(sp::Op::kMultiGet, {"m2", "m1"}, {}, 1000)).values,
+  ok(make_request(sp::Op::kAppend, {"log"}, {"x"}));
+  ok(make_request(sp::Op::kAppend, {"log"}, {"yz"}));
+  EXPECT_EQ(ok(make_request(sp::Op::kMultiGet, {"log", "n"}, {}, 1000)).values, (std::vector<std::string>{"xyz", "3"}));
+  ok(make_request(sp::Op::kMultiSet, {"m1", "m2"}, {"1", std::string("\0\xff", 2)}));
+  EXPECT_EQ(ok(make_request(sp::Op::kMultiGet, {"m2", "m1"}, {}, 1000)).values,
             (std::vector<std::string>{std::string("\0\xff", 2), "1"}));
-  EXPECT_EQ(ok(req(sp::Op::kNumKeys, {})).number, 6);
+  EXPECT_EQ(ok(make_request(sp::Op::kNumKeys, {})).number, 6);
 
   // Rank 0's own connection (no handshake) sees the same table.
   StoreConnection local(Fd(gate->adopt_local()));
-  const sp::Response seen = local.call(req(sp::Op::kGet, {"log"}, {}, 1000), 5s);
+  const sp::Response seen = local.call(make_request(sp::Op::kGet, {"log"}, {}, 1000), 5s);
   EXPECT_EQ(seen.status, sp::Status::kOk);
   EXPECT_EQ(seen.values, std::vector<std::string>{"xyz"});
   EXPECT_EQ(gate->admitted(), 1U);
@@ -199,9 +193,9 @@ TEST(StoreClient, ALargeValueRoundTrips) {
   auto gate = make_gate();
   StoreConnection store = connect_to(gate->port());
   const std::string value = acc::testing::random_payload(16 << 20, 3);
-  EXPECT_EQ(store.call(req(sp::Op::kSet, {"big"}, {value}), 30s).status, sp::Status::kOk);
+  EXPECT_EQ(store.call(make_request(sp::Op::kSet, {"big"}, {value}), 30s).status, sp::Status::kOk);
   StoreConnection other = connect_to(gate->port());
-  const sp::Response got = other.call(req(sp::Op::kGet, {"big"}, {}, 1000), 30s);
+  const sp::Response got = other.call(make_request(sp::Op::kGet, {"big"}, {}, 1000), 30s);
   ASSERT_EQ(got.values.size(), 1U);
   EXPECT_TRUE(got.values[0] == value) << "16 MiB came back changed";
 }
@@ -213,9 +207,9 @@ TEST(StoreClient, AGetWaitsUntilAnotherConnectionSets) {
   const auto start = Clock::now();
   std::thread later([&] {
     std::this_thread::sleep_for(300ms);
-    setter.call(req(sp::Op::kSet, {"late"}, {"here"}), 5s);
+    setter.call(make_request(sp::Op::kSet, {"late"}, {"here"}), 5s);
   });
-  const sp::Response got = waiter.call(req(sp::Op::kGet, {"late"}, {}, 10000), 12s);
+  const sp::Response got = waiter.call(make_request(sp::Op::kGet, {"late"}, {}, 10000), 12s);
   const double took = ms_since(start);
   later.join();
   EXPECT_EQ(got.status, sp::Status::kOk);
@@ -230,14 +224,14 @@ TEST(StoreClient, AGetTimesOutWithTheTimeoutStatusAtItsDeadline) {
   for (const int timeout_ms : {1000, 2000}) {  // 10 % of these is more than a loaded machine's scheduling delay
     const auto start = Clock::now();
     const sp::Response got =
-        store.call(req(sp::Op::kGet, {"never"}, {}, timeout_ms), std::chrono::milliseconds(timeout_ms + 2000));
+        store.call(make_request(sp::Op::kGet, {"never"}, {}, timeout_ms), std::chrono::milliseconds(timeout_ms + 2000));
     const double took = ms_since(start);
     EXPECT_EQ(got.status, sp::Status::kTimeout);
     EXPECT_GE(took, timeout_ms);
     EXPECT_LE(took, timeout_ms * 1.1) << "the store's timeout must hold within 10 %";
   }
   // The connection is still good after a timeout.
-  EXPECT_EQ(store.call(req(sp::Op::kSet, {"k"}, {"v"}), 5s).status, sp::Status::kOk);
+  EXPECT_EQ(store.call(make_request(sp::Op::kSet, {"k"}, {"v"}), 5s).status, sp::Status::kOk);
 }
 
 // --- reaching the gate -------------------------------------------------------------------------
@@ -286,7 +280,7 @@ TEST(StoreClient, RetriesUntilTheGateIsUp) {
   ASSERT_TRUE(store.has_value());
   EXPECT_GE(took, 450);
   EXPECT_LT(took, 3000) << "retries back off to 1 s at most";
-  EXPECT_EQ(store->call(req(sp::Op::kSet, {"k"}, {"v"}), 5s).status, sp::Status::kOk);
+  EXPECT_EQ(store->call(make_request(sp::Op::kSet, {"k"}, {"v"}), 5s).status, sp::Status::kOk);
 }
 
 TEST(StoreClient, GivesUpAfterTheConnectTimeoutNamingTheGate) {
@@ -350,7 +344,7 @@ TEST(StoreClient, AShedConnectionIsMadeAgainAndSucceeds) {
   }
   rank0.join();
   ASSERT_TRUE(store.has_value());
-  EXPECT_EQ(store->call(req(sp::Op::kAdd, {"n"}, {}, 2), 5s).number, 2);
+  EXPECT_EQ(store->call(make_request(sp::Op::kAdd, {"n"}, {}, 2), 5s).number, 2);
   EXPECT_EQ(gate->admitted(), 1U);
 }
 
@@ -397,7 +391,7 @@ TEST(StoreClient, AParkedGetLosesItsConnectionPromptlyWhenTheGateIsDestroyed) {
   std::vector<std::string> texts(2);
   auto park = [&](StoreConnection& store, int i) {
     try {
-      store.call(req(sp::Op::kGet, {"never"}, {}, 0), 0ms);  // no timeout at all: only the end wakes it
+      store.call(make_request(sp::Op::kGet, {"never"}, {}, 0), 0ms);  // no timeout at all: only the end wakes it
     } catch (const StoreConnectionLost& e) {
       texts[i] = e.what();
       ++lost;
@@ -419,7 +413,7 @@ TEST(StoreClient, AParkedGetLosesItsConnectionPromptlyWhenTheGateIsDestroyed) {
   // Later calls fail at once, saying why.
   EXPECT_FALSE(remote.is_open());
   try {
-    remote.call(req(sp::Op::kCheck, {"k"}), 5s);
+    remote.call(make_request(sp::Op::kCheck, {"k"}), 5s);
     FAIL() << "a lost connection answered";
   } catch (const StoreConnectionLost& e) {
     EXPECT_TRUE(contains(e.what(), "an earlier call lost it")) << e.what();
@@ -431,15 +425,15 @@ TEST(StoreClient, AClientThatGivesUpOnAParkedGetLeavesNothingBehindOnTheGate) {
   {
     StoreConnection store = connect_to(gate->port());
     // The server waits forever; this client only 300 ms, then closes its side.
-    EXPECT_THROW(store.call(req(sp::Op::kGet, {"never"}, {}, 0), 300ms), StoreConnectionLost);
+    EXPECT_THROW(store.call(make_request(sp::Op::kGet, {"never"}, {}, 0), 300ms), StoreConnectionLost);
     EXPECT_FALSE(store.is_open());
   }
   EXPECT_TRUE(eventually([&] { return gate->parked() == 0 && gate->connections() == 0; }))
       << gate->parked() << " parked, " << gate->connections() << " connections";
   // The key's waiter list is gone too: a set afterwards answers nobody and breaks nothing.
   StoreConnection setter = connect_to(gate->port());
-  EXPECT_EQ(setter.call(req(sp::Op::kSet, {"never"}, {"now"}), 5s).status, sp::Status::kOk);
-  EXPECT_EQ(setter.call(req(sp::Op::kGet, {"never"}, {}, 1000), 5s).values, std::vector<std::string>{"now"});
+  EXPECT_EQ(setter.call(make_request(sp::Op::kSet, {"never"}, {"now"}), 5s).status, sp::Status::kOk);
+  EXPECT_EQ(setter.call(make_request(sp::Op::kGet, {"never"}, {}, 1000), 5s).values, std::vector<std::string>{"now"});
 }
 
 TEST(StoreClient, NoAnswerWithinTheDeadlineLosesTheConnection) {
@@ -449,7 +443,7 @@ TEST(StoreClient, NoAnswerWithinTheDeadlineLosesTheConnection) {
   StoreConnection store = connect_to(stuck.port());
   const auto start = Clock::now();
   try {
-    store.call(req(sp::Op::kCheck, {"k"}), 300ms);
+    store.call(make_request(sp::Op::kCheck, {"k"}), 300ms);
     FAIL() << "a server that never answered answered";
   } catch (const StoreConnectionLost& e) {
     EXPECT_TRUE(contains(e.what(), "did not answer a CHECK request within 300 ms")) << e.what();
@@ -471,7 +465,7 @@ TEST(StoreClient, AnAnswerToAnotherRequestLosesTheConnection) {
   });
   StoreConnection store = connect_to(out_of_step.port());
   try {
-    store.call(req(sp::Op::kNumKeys, {}), 5s);
+    store.call(make_request(sp::Op::kNumKeys, {}), 5s);
     FAIL() << "an answer to another request was taken";
   } catch (const StoreConnectionLost& e) {
     EXPECT_TRUE(contains(e.what(), "the connection is out of step")) << e.what();
@@ -488,7 +482,7 @@ TEST(StoreClient, AMalformedAnswerLosesTheConnection) {
   });
   StoreConnection store = connect_to(garbage.port());
   try {
-    store.call(req(sp::Op::kGet, {"k"}, {}, 1000), 5s);
+    store.call(make_request(sp::Op::kGet, {"k"}, {}, 1000), 5s);
     FAIL() << "garbage was taken for an answer";
   } catch (const StoreConnectionLost& e) {
     EXPECT_TRUE(contains(e.what(), "answered a GET request with a malformed frame")) << e.what();
@@ -499,7 +493,7 @@ TEST(StoreClient, ARequestBeyondTheLimitsIsRefusedAndTheConnectionStaysUsable) {
   auto gate = make_gate();
   StoreConnection store = connect_to(gate->port());
   try {
-    store.call(req(sp::Op::kSet, {std::string(sp::kMaxKeyBytes + 1, 'k')}, {"v"}), 5s);
+    store.call(make_request(sp::Op::kSet, {std::string(sp::kMaxKeyBytes + 1, 'k')}, {"v"}), 5s);
     FAIL() << "an oversized key was sent";
   } catch (const StoreConnectionLost& e) {
     FAIL() << "the connection was given up: " << e.what();
@@ -509,7 +503,7 @@ TEST(StoreClient, ARequestBeyondTheLimitsIsRefusedAndTheConnectionStaysUsable) {
         << e.what();
   }
   EXPECT_TRUE(store.is_open());
-  EXPECT_EQ(store.call(req(sp::Op::kSet, {"k"}, {"v"}), 5s).status, sp::Status::kOk);
+  EXPECT_EQ(store.call(make_request(sp::Op::kSet, {"k"}, {"v"}), 5s).status, sp::Status::kOk);
 }
 
 }  // namespace

@@ -132,12 +132,8 @@ std::optional<sp::Response> call(int fd, const sp::Request& request) {
 sp::Request request(sp::Op op, std::vector<std::string> keys, std::vector<std::string> values = {},
                     int64_t number = 0) {
   static std::atomic<uint32_t> next_id{1};
-  sp::Request r;
+  sp::Request r = sp::make_request(op, std::move(keys), std::move(values), number);
   r.id = next_id++;
-  r.op = op;
-  r.keys = std::move(keys);
-  r.values = std::move(values);
-  r.number = number;
   return r;
 }
 

@@ -14,12 +14,8 @@ namespace {
 namespace sp = acc::detail::store_protocol;
 
 sp::Request make(sp::Op op, std::vector<std::string> keys, std::vector<std::string> values, int64_t number) {
-  sp::Request r;
+  sp::Request r = sp::make_request(op, std::move(keys), std::move(values), number);
   r.id = 0xA1B2C3D4;
-  r.op = op;
-  r.keys = std::move(keys);
-  r.values = std::move(values);
-  r.number = number;
   return r;
 }
 

@@ -37,16 +37,6 @@ std::string keys_text(const std::vector<std::string>& keys) {
   return text;
 }
 
-sp::Request request(sp::Op op, std::vector<std::string> keys, std::vector<std::string> values = {},
-                    int64_t number = 0) {
-  sp::Request r;
-  r.op = op;
-  r.keys = std::move(keys);
-  r.values = std::move(values);
-  r.number = number;
-  return r;
-}
-
 int64_t timeout_ms(const milliseconds& timeout) {
   if (timeout.count() < 0) {
     C10_THROW_ERROR(DistStoreError, "acc: a store wait with a negative timeout (" + std::to_string(timeout.count()) +
@@ -103,44 +93,47 @@ sp::Response AccStore::call(sp::Request r, milliseconds wait) {
 }
 
 void AccStore::set(const std::string& key, const std::vector<uint8_t>& value) {
-  call(request(sp::Op::kSet, {key}, {to_string(value)}), timeout_);
+  call(sp::make_request(sp::Op::kSet, {key}, {to_string(value)}), timeout_);
 }
 
 std::vector<uint8_t> AccStore::compareSet(const std::string& key, const std::vector<uint8_t>& expected,
                                           const std::vector<uint8_t>& desired) {
-  const sp::Response r = call(request(sp::Op::kCompareSet, {key}, {to_string(expected), to_string(desired)}), timeout_);
+  const sp::Response r =
+      call(sp::make_request(sp::Op::kCompareSet, {key}, {to_string(expected), to_string(desired)}), timeout_);
   return r.values.empty() ? std::vector<uint8_t>{} : to_bytes(r.values[0]);
 }
 
 std::vector<uint8_t> AccStore::get(const std::string& key) {
-  const sp::Response r = call(request(sp::Op::kGet, {key}, {}, timeout_ms(timeout_)), timeout_);
+  const sp::Response r = call(sp::make_request(sp::Op::kGet, {key}, {}, timeout_ms(timeout_)), timeout_);
   return r.values.empty() ? std::vector<uint8_t>{} : to_bytes(r.values[0]);
 }
 
 int64_t AccStore::add(const std::string& key, int64_t value) {
-  return call(request(sp::Op::kAdd, {key}, {}, value), timeout_).number;
+  return call(sp::make_request(sp::Op::kAdd, {key}, {}, value), timeout_).number;
 }
 
-bool AccStore::deleteKey(const std::string& key) { return call(request(sp::Op::kDelete, {key}), timeout_).number != 0; }
+bool AccStore::deleteKey(const std::string& key) {
+  return call(sp::make_request(sp::Op::kDelete, {key}), timeout_).number != 0;
+}
 
 bool AccStore::check(const std::vector<std::string>& keys) {
-  return call(request(sp::Op::kCheck, keys), timeout_).number != 0;
+  return call(sp::make_request(sp::Op::kCheck, keys), timeout_).number != 0;
 }
 
-int64_t AccStore::getNumKeys() { return call(request(sp::Op::kNumKeys, {}), timeout_).number; }
+int64_t AccStore::getNumKeys() { return call(sp::make_request(sp::Op::kNumKeys, {}), timeout_).number; }
 
 void AccStore::wait(const std::vector<std::string>& keys) { wait(keys, timeout_); }
 
 void AccStore::wait(const std::vector<std::string>& keys, const milliseconds& timeout) {
-  call(request(sp::Op::kWait, keys, {}, timeout_ms(timeout)), timeout);
+  call(sp::make_request(sp::Op::kWait, keys, {}, timeout_ms(timeout)), timeout);
 }
 
 void AccStore::append(const std::string& key, const std::vector<uint8_t>& value) {
-  call(request(sp::Op::kAppend, {key}, {to_string(value)}), timeout_);
+  call(sp::make_request(sp::Op::kAppend, {key}, {to_string(value)}), timeout_);
 }
 
 std::vector<std::vector<uint8_t>> AccStore::multiGet(const std::vector<std::string>& keys) {
-  const sp::Response r = call(request(sp::Op::kMultiGet, keys, {}, timeout_ms(timeout_)), timeout_);
+  const sp::Response r = call(sp::make_request(sp::Op::kMultiGet, keys, {}, timeout_ms(timeout_)), timeout_);
   if (r.values.size() != keys.size()) {
     C10_THROW_ERROR(DistStoreError, "acc: " + connection_.name() + " answered a MULTI_GET of " +
                                         std::to_string(keys.size()) + " keys with " + std::to_string(r.values.size()) +
@@ -160,7 +153,7 @@ void AccStore::multiSet(const std::vector<std::string>& keys, const std::vector<
   std::vector<std::string> texts;
   texts.reserve(values.size());
   for (const auto& v : values) texts.push_back(to_string(v));
-  call(request(sp::Op::kMultiSet, keys, std::move(texts)), timeout_);
+  call(sp::make_request(sp::Op::kMultiSet, keys, std::move(texts)), timeout_);
 }
 
 }  // namespace acc::detail

@@ -120,6 +120,22 @@ Decoded frame_body(std::string_view buffer, std::string_view& body, std::size_t&
   return Decoded::kDone;
 }
 
+// One frame into `out` when `read_body` accepts all of its body; `out` is untouched otherwise.
+template <typename Message, typename ReadBody>
+Decoded decode_frame(std::string_view buffer, Message& out, std::size_t& consumed, std::size_t& wanted,
+                     std::string& error, ReadBody read_body) {
+  std::string_view body;
+  const Decoded framing = frame_body(buffer, body, consumed, wanted, error);
+  if (framing != Decoded::kDone) return framing;
+  consumed = 0;
+  Reader in(body);
+  Message message;
+  if (!read_body(in, message, error)) return Decoded::kBad;
+  out = std::move(message);
+  consumed = wanted;
+  return Decoded::kDone;
+}
+
 bool arity_ok(const Request& r, std::string& error) {
   const std::size_t k = r.keys.size();
   const std::size_t v = r.values.size();
@@ -162,6 +178,15 @@ bool arity_ok(const Request& r, std::string& error) {
 
 }  // namespace
 
+Request make_request(Op op, std::vector<std::string> keys, std::vector<std::string> values, int64_t number) {
+  Request r;
+  r.op = op;
+  r.number = number;
+  r.keys = std::move(keys);
+  r.values = std::move(values);
+  return r;
+}
+
 const char* op_name(Op op) {
   switch (op) {
     case Op::kSet: return "SET";
@@ -202,50 +227,32 @@ std::string encode(const Response& response) {
 
 Decoded decode(std::string_view buffer, Request& out, std::size_t& consumed, std::size_t& wanted,
                std::string& error) {
-  std::string_view body;
-  const Decoded framing = frame_body(buffer, body, consumed, wanted, error);
-  if (framing != Decoded::kDone) return framing;
-  consumed = 0;
-  Reader in(body);
-  uint8_t op = 0;
-  Request r;
-  if (!in.u32(r.id) || !in.u8(op) || !in.i64(r.number)) return Reader::short_frame(error), Decoded::kBad;
-  if (op < static_cast<uint8_t>(Op::kSet) || op > static_cast<uint8_t>(Op::kMultiSet)) {
-    error = "a request with the unknown op " + std::to_string(op);
-    return Decoded::kBad;
-  }
-  r.op = static_cast<Op>(op);
-  if (!in.strings(r.keys, kMaxKeysPerRequest, kMaxKeyBytes, "keys", error) ||
-      !in.strings(r.values, kMaxKeysPerRequest, kMaxValueBytes, "values", error) || !in.done(error) ||
-      !arity_ok(r, error)) {
-    return Decoded::kBad;
-  }
-  out = std::move(r);
-  consumed = wanted;
-  return Decoded::kDone;
+  return decode_frame(buffer, out, consumed, wanted, error, [](Reader& in, Request& r, std::string& why) {
+    uint8_t op = 0;
+    if (!in.u32(r.id) || !in.u8(op) || !in.i64(r.number)) return Reader::short_frame(why);
+    if (op < static_cast<uint8_t>(Op::kSet) || op > static_cast<uint8_t>(Op::kMultiSet)) {
+      why = "a request with the unknown op " + std::to_string(op);
+      return false;
+    }
+    r.op = static_cast<Op>(op);
+    return in.strings(r.keys, kMaxKeysPerRequest, kMaxKeyBytes, "keys", why) &&
+           in.strings(r.values, kMaxKeysPerRequest, kMaxValueBytes, "values", why) && in.done(why) &&
+           arity_ok(r, why);
+  });
 }
 
 Decoded decode(std::string_view buffer, Response& out, std::size_t& consumed, std::size_t& wanted,
                std::string& error) {
-  std::string_view body;
-  const Decoded framing = frame_body(buffer, body, consumed, wanted, error);
-  if (framing != Decoded::kDone) return framing;
-  consumed = 0;
-  Reader in(body);
-  uint8_t status = 0;
-  Response r;
-  if (!in.u32(r.id) || !in.u8(status) || !in.i64(r.number)) return Reader::short_frame(error), Decoded::kBad;
-  if (status > static_cast<uint8_t>(Status::kError)) {
-    error = "a response with the unknown status " + std::to_string(status);
-    return Decoded::kBad;
-  }
-  r.status = static_cast<Status>(status);
-  if (!in.strings(r.values, kMaxKeysPerRequest, kMaxValueBytes, "values", error) || !in.done(error)) {
-    return Decoded::kBad;
-  }
-  out = std::move(r);
-  consumed = wanted;
-  return Decoded::kDone;
+  return decode_frame(buffer, out, consumed, wanted, error, [](Reader& in, Response& r, std::string& why) {
+    uint8_t status = 0;
+    if (!in.u32(r.id) || !in.u8(status) || !in.i64(r.number)) return Reader::short_frame(why);
+    if (status > static_cast<uint8_t>(Status::kError)) {
+      why = "a response with the unknown status " + std::to_string(status);
+      return false;
+    }
+    r.status = static_cast<Status>(status);
+    return in.strings(r.values, kMaxKeysPerRequest, kMaxValueBytes, "values", why) && in.done(why);
+  });
 }
 
 }  // namespace acc::detail::store_protocol

@@ -71,6 +71,11 @@ struct Response {
   std::vector<std::string> values;
 };
 
+/// A request (id 0: StoreConnection::call numbers it). `number` is an ADD's amount or a blocking
+/// op's timeout in ms.
+Request make_request(Op op, std::vector<std::string> keys, std::vector<std::string> values = {},
+                     int64_t number = 0);
+
 /// The op's name for errors ("GET").
 const char* op_name(Op op);
 /// Whether a request of this op waits for its keys (its number is a timeout).
