@@ -24,12 +24,18 @@ void put_strings(std::string& out, const std::vector<std::string>& strings) {
   }
 }
 
-// Prefixes the body with its length.
-std::string framed(std::string body) {
+std::size_t strings_size(const std::vector<std::string>& strings) {
+  std::size_t size = 4;
+  for (const std::string& s : strings) size += 4 + s.size();
+  return size;
+}
+
+// A frame of `body_size` bytes after its length, with room for all of them: the values are copied
+// once, into the frame (they can be megabytes).
+std::string start_frame(std::size_t body_size) {
   std::string frame;
-  frame.reserve(kLengthBytes + body.size());
-  put_u32(frame, static_cast<uint32_t>(body.size()));
-  frame += body;
+  frame.reserve(kLengthBytes + body_size);
+  put_u32(frame, static_cast<uint32_t>(body_size));
   return frame;
 }
 
@@ -207,22 +213,22 @@ const char* op_name(Op op) {
 bool blocks(Op op) { return op == Op::kGet || op == Op::kWait || op == Op::kMultiGet; }
 
 std::string encode(const Request& request) {
-  std::string body;
-  put_u32(body, request.id);
-  body.push_back(static_cast<char>(request.op));
-  put_i64(body, request.number);
-  put_strings(body, request.keys);
-  put_strings(body, request.values);
-  return framed(std::move(body));
+  std::string frame = start_frame(4 + 1 + 8 + strings_size(request.keys) + strings_size(request.values));
+  put_u32(frame, request.id);
+  frame.push_back(static_cast<char>(request.op));
+  put_i64(frame, request.number);
+  put_strings(frame, request.keys);
+  put_strings(frame, request.values);
+  return frame;
 }
 
 std::string encode(const Response& response) {
-  std::string body;
-  put_u32(body, response.id);
-  body.push_back(static_cast<char>(response.status));
-  put_i64(body, response.number);
-  put_strings(body, response.values);
-  return framed(std::move(body));
+  std::string frame = start_frame(4 + 1 + 8 + strings_size(response.values));
+  put_u32(frame, response.id);
+  frame.push_back(static_cast<char>(response.status));
+  put_i64(frame, response.number);
+  put_strings(frame, response.values);
+  return frame;
 }
 
 Decoded decode(std::string_view buffer, Request& out, std::size_t& consumed, std::size_t& wanted,
