@@ -42,6 +42,21 @@ def leftovers():
     return sorted(n for n in os.listdir(src) if TEMPORARY.match(n))
 
 
+def wait_stopped(proc):
+    """kill(2) only queues SIGSTOP: until /proc says the process is stopped, it may still be running
+    on another CPU, and finish its rename after the checks below have seen its temporary."""
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            with open("/proc/%d/stat" % proc.pid) as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return
+        if state in ("T", "t", "Z", "X"):
+            return
+        time.sleep(0.001)
+
+
 def stop_in_write(attempts=40):
     """An `--in-place` run of src/train.cpp stopped (SIGSTOP) between creating its temporary and the
     rename, and the temporary's name; (None, None) if no attempt caught one there."""
@@ -55,6 +70,7 @@ def stop_in_write(attempts=40):
             pass
         if proc.poll() is None:
             proc.send_signal(signal.SIGSTOP)
+            wait_stopped(proc)
         left = leftovers()
         if proc.poll() is None and left and open(train).read() == ORIGINAL:
             print("caught at attempt %d" % attempt, file=sys.stderr)
