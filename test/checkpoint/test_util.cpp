@@ -1,7 +1,5 @@
 #include "test_util.h"
 
-#include <ftw.h>
-#include <stdlib.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -10,19 +8,6 @@
 #include <stdexcept>
 
 namespace acc::testing {
-
-ScratchDir::ScratchDir() {
-  const char* base = std::getenv("TMPDIR");
-  std::string pattern = std::string(base ? base : "/tmp") + "/acc_ckpt_XXXXXX";
-  if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-  path_ = pattern;
-}
-
-ScratchDir::~ScratchDir() {
-  // Not std::filesystem::remove_all: libtorch.so exports a copy of it that crashes here.
-  ::nftw(path_.c_str(), [](const char* entry, const struct stat*, int, struct FTW*) { return ::remove(entry); },
-         16, FTW_DEPTH | FTW_PHYS);
-}
 
 PythonResult run_python(const std::string& script, const std::string& args) {
   ScratchDir dir;

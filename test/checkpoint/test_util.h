@@ -1,22 +1,12 @@
 #pragma once
-// Helpers of the checkpoint suite: scratch directories, running the venv's Python, byte dumps.
+// Helpers of the checkpoint suite: running the venv's Python, byte dumps (and ScratchDir).
 #include <ATen/core/Tensor.h>
 
 #include <string>
 
+#include "scratch_dir.h"
+
 namespace acc::testing {
-
-/// A fresh empty directory under $TMPDIR, removed with its contents at destruction.
-class ScratchDir {
- public:
-  ScratchDir();
-  ~ScratchDir();
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 struct PythonResult {
   int exit_code = -1;
