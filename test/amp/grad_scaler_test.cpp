@@ -50,6 +50,42 @@ TEST(GradScaler, BacksOffOnInfAndGrowsAfterTheInterval) {
   EXPECT_EQ(scaler.get_scale(), 4.0);
 }
 
+// For a fused step the scaler only checks: the gradients stay scaled (the kernel divides them by
+// the scale it is handed) and the flag is 0 or 1 (the kernels skip only where it is exactly 1), on
+// the device, for the kernel and update() to read. After unscale_ (clipping) the kernel gets the
+// flag alone; disabled, nothing.
+TEST(GradScaler, HandsAFusedStepTheScaleAndAFlagWithoutUnscaling) {
+  acc::GradScaler scaler(acc::GradScalerKwargs().init_scale(8.0), torch::kCPU);
+  const double inf = std::numeric_limits<double>::infinity();
+  auto w = torch::ones({3}, torch::requires_grad());
+  auto u = torch::ones({1}, torch::requires_grad());
+  auto h = torch::ones({2}, torch::dtype(torch::kDouble).requires_grad(true));  // a second kernel call
+  torch::optim::SGD optimizer({w, u, h}, 0.1);
+  // Both calls find an overflow: the flag is still 1, not 2.
+  scaler.scale((w * 2).sum() + (u * inf).sum() + (h * inf).sum()).backward();
+  auto inputs = scaler.fused_step_inputs(optimizer);
+  ASSERT_TRUE(inputs.grad_scale.has_value());
+  ASSERT_TRUE(inputs.found_inf.has_value());
+  EXPECT_EQ(inputs.grad_scale->item<float>(), 8.0f);
+  EXPECT_EQ(inputs.found_inf->item<float>(), 1.0f);
+  EXPECT_TRUE(torch::equal(w.grad(), torch::full({3}, 16.0))) << "the check must not unscale";
+  EXPECT_TRUE(scaler.found_inf(optimizer));
+  scaler.update();
+  EXPECT_EQ(scaler.get_scale(), 4.0) << "update() must back off on the fused step's flag";
+
+  optimizer.zero_grad();
+  scaler.scale((w * 2).sum() + u.sum() + h.sum()).backward();
+  scaler.unscale_(optimizer);
+  inputs = scaler.fused_step_inputs(optimizer);
+  EXPECT_FALSE(inputs.grad_scale.has_value()) << "unscaled already: the kernel must not divide again";
+  ASSERT_TRUE(inputs.found_inf.has_value());
+  EXPECT_EQ(inputs.found_inf->item<float>(), 0.0f);
+
+  acc::GradScaler disabled(acc::GradScalerKwargs().enabled(false), torch::kCPU);
+  inputs = disabled.fused_step_inputs(optimizer);
+  EXPECT_FALSE(inputs.grad_scale.has_value() || inputs.found_inf.has_value());
+}
+
 TEST(GradScaler, DisabledIsTheIdentity) {
   acc::GradScaler scaler(acc::GradScalerKwargs().enabled(false), torch::kCPU);
   auto loss = torch::tensor(3.0);

@@ -15,6 +15,8 @@
 
 #include "env_fixture.h"
 #include "error_text.h"
+#include "optim/device_step.h"
+#include "scratch_dir.h"
 
 namespace {
 using acc::testing::fake_env;
@@ -151,6 +153,123 @@ TEST(FusedStep, PreparedWithTheGradScalerAndAccumulationMatchesUnfused) {
   auto fused_model = run(true), loop_model = run(false);
   EXPECT_LT(max_difference(fused_model, loop_model), 1e-6);
 }
+
+// The step counts the kernel reads live on the device and move there: one tensor per parameter,
+// made once and incremented in place (no copy from the host per step), equal to libtorch's integer.
+TEST(FusedStep, StepCountsStayOnTheDeviceAndMoveThere) {
+  auto model = make_model();
+  auto optimizer = make_optimizer<torch::optim::AdamW>(model, torch::optim::AdamWOptions(1e-2));
+  optimizer->fused(true);
+  train(model, *optimizer, 1);
+  auto* weight = model->parameters()[0].unsafeGetTensorImpl();
+  auto* counted = dynamic_cast<acc::detail::DeviceStepped<torch::optim::AdamWParamState>*>(
+      optimizer->state().at(weight).get());
+  ASSERT_NE(counted, nullptr) << "the fused step keeps no device count";
+  const void* storage = counted->device_step(torch::kCPU).data_ptr();
+  train(model, *optimizer, 4, /*first_batch=*/1);
+  EXPECT_EQ(counted->step(), 5);
+  EXPECT_EQ(counted->device_step(torch::kCPU).data_ptr(), storage) << "the count was made again";
+  EXPECT_EQ(counted->device_step(torch::kCPU).item<float>(), 5.0f);
+}
+
+// Counts that moved without the device (libtorch's loop, a loaded checkpoint) are picked up by the
+// next fused step: 5 unfused steps then 5 fused ones equal 10 unfused (Adam's bias correction
+// reads the count).
+TEST(FusedStep, CountsMadeUnfusedCarryIntoFusedSteps) {
+  const auto options = torch::optim::AdamOptions(1e-2).weight_decay(0.01);
+  auto straight_model = make_model(), switched_model = make_model();
+  auto straight = make_optimizer<torch::optim::Adam>(straight_model, options);
+  auto switched = make_optimizer<torch::optim::Adam>(switched_model, options);
+  train(straight_model, *straight, 10);
+  train(switched_model, *switched, 3);
+  switched->fused(true);
+  train(switched_model, *switched, 1, /*first_batch=*/3);
+  switched->fused(false);
+  train(switched_model, *switched, 1, /*first_batch=*/4);
+  switched->fused(true);
+  train(switched_model, *switched, 5, /*first_batch=*/5);
+  const auto& state = static_cast<torch::optim::AdamParamState&>(
+      *switched->state().at(switched_model->parameters()[0].unsafeGetTensorImpl()));
+  EXPECT_EQ(state.step(), 10);
+  EXPECT_LT(max_difference(straight_model, switched_model), 1e-6);
+}
+
+// fp16 on a fused step: the kernel unscales and skips an overflowing step on the device. The
+// optimizer's state, the step counts a checkpoint sees (torch::save and save_state), the scale and
+// step_was_skipped() equal the unfused path's, which decides on the host; a run resumed from
+// save_state's checkpoint goes on as the straight one. With clipping (gradients unscaled before the
+// kernel) as without.
+class FusedFp16 : public ::testing::TestWithParam<bool> {
+ protected:
+  acc::testing::ForceOnCpuGuard force_{{/*grad_scaler=*/true}};
+};
+
+struct Fp16Run {
+  torch::nn::Sequential model;
+  std::unique_ptr<acc::Optimizer<torch::optim::AdamW>> optimizer;
+  std::unique_ptr<acc::Accelerator> accelerator;
+  std::vector<bool> skipped;
+};
+
+Fp16Run fp16_run(bool fused, bool clip, int steps, const std::string& resume_from = "", int first = 0) {
+  Fp16Run run;
+  run.accelerator = std::make_unique<acc::Accelerator>(
+      acc::AcceleratorOptions()
+          .mixed_precision(acc::MixedPrecision::FP16)
+          .grad_scaler(acc::GradScalerKwargs().init_scale(1024.0).growth_interval(3))
+          .environment(fake_env({})));
+  run.model = make_model();
+  run.optimizer = make_optimizer<torch::optim::AdamW>(run.model, torch::optim::AdamWOptions(1e-2).amsgrad(true));
+  run.optimizer->fused(fused);
+  run.accelerator->prepare(run.model, *run.optimizer);
+  if (!resume_from.empty()) run.accelerator->load_state(resume_from);
+  for (int step = first; step < first + steps; ++step) {
+    torch::manual_seed(400 + step);
+    auto x = torch::randn({8, 12}), y = torch::randn({8, 3});
+    if (step == 2 || step == 3 || step == 7) x[1][2] = std::numeric_limits<float>::infinity();
+    run.optimizer->zero_grad();
+    run.accelerator->backward(torch::mse_loss(run.model->forward(x), y));
+    if (clip) run.accelerator->clip_grad_norm_(run.model->parameters(), 0.5);
+    run.optimizer->step();
+    run.skipped.push_back(run.optimizer->step_was_skipped());
+  }
+  return run;
+}
+
+int64_t saved_step(torch::optim::Optimizer& optimizer, const at::Tensor& param) {
+  std::stringstream saved;
+  torch::save(optimizer, saved);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  for (auto& group : optimizer.param_groups()) groups.emplace_back(group.params(), group.options().clone());
+  torch::optim::AdamW loaded(std::move(groups), torch::optim::AdamWOptions());
+  torch::load(loaded, saved);
+  return static_cast<torch::optim::AdamWParamState&>(*loaded.state().at(param.unsafeGetTensorImpl())).step();
+}
+
+TEST_P(FusedFp16, SkipsOnTheDeviceAsTheUnfusedStepDoesOnTheHost) {
+  const bool clip = GetParam();
+  auto fused = fp16_run(true, clip, 9), loop = fp16_run(false, clip, 9);
+  const std::vector<bool> expected = {false, false, true, true, false, false, false, true, false};
+  EXPECT_EQ(fused.skipped, expected);
+  EXPECT_EQ(loop.skipped, expected);
+  EXPECT_LT(max_difference(fused.model, loop.model), 1e-6);
+  const auto weight = fused.model->parameters()[0];
+  EXPECT_EQ(saved_step(*fused.optimizer, weight), 6) << "torch::save must see the 6 steps that ran";
+
+  acc::testing::ScratchDir dir;
+  fused.accelerator->save_state(dir / "ckpt");
+  auto resumed = fp16_run(true, clip, 3, dir / "ckpt", /*first=*/9);
+  auto straight = fp16_run(true, clip, 12);
+  EXPECT_LT(max_difference(resumed.model, straight.model), 1e-6);
+  EXPECT_EQ(saved_step(*resumed.optimizer, resumed.model->parameters()[0]), 9);
+  resumed.optimizer->fused(false);  // writes the counts back for libtorch's loop
+  const auto& state = static_cast<torch::optim::AdamWParamState&>(
+      *resumed.optimizer->state().at(resumed.model->parameters()[0].unsafeGetTensorImpl()));
+  EXPECT_EQ(state.step(), 9);
+}
+
+INSTANTIATE_TEST_SUITE_P(WithAndWithoutClipping, FusedFp16, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "clipped" : "unclipped"; });
 
 // A closure (which libtorch's step evaluates with gradients on) works fused too, and step() returns
 // its loss.

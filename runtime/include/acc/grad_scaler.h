@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 
+#include <acc/optimizer.h>
 #include <acc/options.h>
 
 namespace acc {
@@ -30,8 +31,14 @@ class GradScaler {
   /// found-inf flag (a float tensor [1]) into the maximum over the ranks, so that every rank
   /// skips the same steps.
   void set_found_inf_reduction(std::function<void(at::Tensor&)> reduce) { reduce_found_inf_ = std::move(reduce); }
-  /// True when unscale_ found inf or NaN in `optimizer`'s gradients since the last update().
+  /// True when unscale_ found inf or NaN in `optimizer`'s gradients since the last update(). Reads
+  /// the flag on the host: waits for the device.
   bool found_inf(const torch::optim::Optimizer& optimizer) const;
+  /// For a fused step, in place of unscale_ and found_inf (torch's GradScaler.step for optimizers
+  /// that take `grad_scale` and `found_inf`): checks the still-scaled gradients for inf/NaN and hands
+  /// the kernel the scale to divide them by and the flag to skip on; nothing is read on the host.
+  /// After unscale_ (clip_grad_norm_) the kernel gets the flag only. Empty when disabled.
+  FusedStepScaling fused_step_inputs(torch::optim::Optimizer& optimizer);
   /// Backs off after a step with non-finite gradients, grows after growth_interval clean steps,
   /// and forgets which optimizers were unscaled.
   void update();
@@ -42,6 +49,9 @@ class GradScaler {
   void load(double scale, int64_t growth_tracker);
 
  private:
+  /// unscale_'s pass: gradients times `inv_scale`, and the inf/NaN flag over them (all ranks').
+  at::Tensor check_and_unscale(torch::optim::Optimizer& optimizer, const at::Tensor& inv_scale);
+
   GradScalerKwargs options_;
   at::Tensor scale_;           // float32 [1]
   at::Tensor growth_tracker_;  // int32 [1]

@@ -8,16 +8,29 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <type_traits>
 #include <utility>
 
 namespace acc {
 
+/// What a loss scaler hands the fused kernels (torch's `grad_scale` and `found_inf` arguments): the
+/// kernel divides the gradients by `grad_scale` (unset: they are unscaled already) and leaves the
+/// parameters, their state and the step count alone where `found_inf` is nonzero. The decision to
+/// skip an overflowing step is made on the device, so the host never waits for it.
+struct FusedStepScaling {
+  std::optional<at::Tensor> grad_scale;
+  std::optional<at::Tensor> found_inf;
+};
+
 namespace detail {
 /// Whether fused_step knows `optimizer`'s type (torch::optim::Adam, AdamW, SGD or a subclass).
 bool has_fused_step(const torch::optim::Optimizer& optimizer);
 /// One step through ATen's fused kernels, on libtorch's own state fields (optim/fused_step.cpp).
-void fused_step(torch::optim::Optimizer& optimizer);
+void fused_step(torch::optim::Optimizer& optimizer, const FusedStepScaling& scaling = {});
+/// Writes the step counts the fused kernels kept on the device into libtorch's integer `step`
+/// fields, where the device may have skipped steps the host counted (optim/device_step.h).
+void write_back_step_counts(torch::optim::Optimizer& optimizer);
 /// ConfigError: this optimizer type has no fused kernel.
 [[noreturn]] void throw_no_fused_kernel();
 }  // namespace detail
@@ -29,6 +42,13 @@ class OptimizerController {
   virtual ~OptimizerController() = default;
   /// False skips the step (accumulating, or inf/NaN gradients under fp16).
   virtual bool before_step(torch::optim::Optimizer& optimizer) = 0;
+  /// before_step for a fused step: false skips it (accumulating); a loss scaler fills `scaling`
+  /// instead of reading its inf/NaN check on the host, and the kernel skips on the device. The
+  /// default is before_step; a controller that wraps another must forward this call too.
+  virtual bool before_fused_step(torch::optim::Optimizer& optimizer, FusedStepScaling& scaling) {
+    (void)scaling;
+    return before_step(optimizer);
+  }
   virtual void after_step(torch::optim::Optimizer& optimizer) = 0;
   /// Runs the update of a step without a closure: `update` is Opt::step. The default calls it
   /// once; FSDP calls it once per unit (with the groups cut to that unit) so that each unit's
@@ -39,7 +59,8 @@ class OptimizerController {
   }
   /// False keeps the gradients (accumulating).
   virtual bool before_zero_grad(torch::optim::Optimizer& optimizer) = 0;
-  /// True when the last step was skipped for inf/NaN gradients (not while accumulating).
+  /// True when the last step was skipped for inf/NaN gradients (not while accumulating). After a
+  /// fused step under a loss scaler this reads the device's flag: it waits for the step.
   virtual bool step_was_skipped(const torch::optim::Optimizer& optimizer) const = 0;
 };
 
@@ -66,11 +87,14 @@ class Optimizer : public Opt, public PreparedOptimizerBase {
   using Opt::Opt;
 
   torch::Tensor step(torch::optim::Optimizer::LossClosure closure = nullptr) override {
-    if (controller_ && !controller_->before_step(*this)) return {};
+    FusedStepScaling scaling;
+    if (controller_ && !(fused_ ? controller_->before_fused_step(*this, scaling) : controller_->before_step(*this))) {
+      return {};
+    }
     // A closure re-evaluates the model: only Opt::step may call it, once.
-    auto update = [this]() -> torch::Tensor {
+    auto update = [this, &scaling]() -> torch::Tensor {
       if (!fused_) return Opt::step(nullptr);
-      detail::fused_step(*this);
+      detail::fused_step(*this, scaling);
       return {};
     };
     torch::Tensor loss;
@@ -97,7 +121,8 @@ class Optimizer : public Opt, public PreparedOptimizerBase {
   }
 
   /// True when the last step() was skipped because fp16 gradients overflowed (Accelerate's
-  /// optimizer.step_was_skipped); steps left out while accumulating do not count.
+  /// optimizer.step_was_skipped); steps left out while accumulating do not count. After a fused
+  /// step this reads the flag the kernel used on the device: it waits for the step to finish.
   bool step_was_skipped() const { return controller_ && controller_->step_was_skipped(*this); }
 
   /// Python's `fused=True`: step() runs ATen's fused kernel (_fused_adam_, _fused_adamw_,
@@ -105,8 +130,11 @@ class Optimizer : public Opt, public PreparedOptimizerBase {
   /// per parameter; same options, same state fields (checkpoints and FSDP shards work unchanged),
   /// results equal to about 1e-7 (the kernels round differently, e.g. lerp for Adam's moving
   /// average). Off by default, as in Python. Adam, AdamW and SGD only: ConfigError for another type.
+  /// The step counts live on the device while fused (as torch's do); libtorch's integer `step` is
+  /// brought up to date whenever acc saves or reads the state and when fused is turned off.
   Optimizer& fused(bool enabled) {
     if (enabled && !detail::has_fused_step(*this)) detail::throw_no_fused_kernel();
+    if (fused_ && !enabled) detail::write_back_step_counts(*this);
     fused_ = enabled;
     return *this;
   }

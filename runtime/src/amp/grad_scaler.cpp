@@ -4,6 +4,7 @@
 #include <ATen/ops/_amp_foreach_non_finite_check_and_unscale.h>
 #include <ATen/ops/_amp_update_scale.h>
 #include <ATen/ops/full.h>
+#include <ATen/ops/ones.h>
 #include <ATen/ops/zeros.h>
 #include <ATen/TensorOperators.h>
 #include <c10/core/GradMode.h>
@@ -30,8 +31,21 @@ at::Tensor GradScaler::scale(const at::Tensor& loss) const {
 void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
   if (!is_enabled() || found_inf_.count(&optimizer)) return;
   c10::NoGradGuard no_grad;
+  found_inf_[&optimizer] = check_and_unscale(optimizer, scale_.to(at::kDouble).reciprocal().to(at::kFloat));
+}
+
+FusedStepScaling GradScaler::fused_step_inputs(torch::optim::Optimizer& optimizer) {
+  if (!is_enabled()) return {};
+  if (auto unscaled = found_inf_.find(&optimizer); unscaled != found_inf_.end()) return {std::nullopt, unscaled->second};
+  c10::NoGradGuard no_grad;
+  // Multiplying by 1 leaves the gradients as they are; the kernel divides them by the scale.
+  auto found = check_and_unscale(optimizer, at::ones({1}, scale_.options()));
+  found_inf_[&optimizer] = found;
+  return {scale_, found};
+}
+
+at::Tensor GradScaler::check_and_unscale(torch::optim::Optimizer& optimizer, const at::Tensor& inv_scale) {
   auto found = at::zeros({1}, scale_.options());
-  const auto inv_scale = scale_.to(at::kDouble).reciprocal().to(at::kFloat);
   // The kernel wants gradients of one device and dtype per call.
   std::map<std::pair<std::string, int>, std::vector<at::Tensor>> groups;
   for (auto& group : optimizer.param_groups()) {
@@ -51,8 +65,9 @@ void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
                                                    inv_scale.to(grads.front().device()));
     found.add_(device_found.to(found.device()));
   }
+  found.clamp_max_(1);  // a flag, as the fused kernels read it: they skip only where it is exactly 1
   if (reduce_found_inf_) reduce_found_inf_(found);
-  found_inf_[&optimizer] = found;
+  return found;
 }
 
 bool GradScaler::found_inf(const torch::optim::Optimizer& optimizer) const {

@@ -172,7 +172,7 @@ bool Accelerator::sync_gradients() const { return gradient_state_->sync_gradient
 bool Accelerator::cpu_ram_efficient_loading() const {
   return resolved_.use_fsdp && resolved_.fsdp.cpu_ram_efficient_loading;
 }
-bool Accelerator::optimizer_step_was_skipped() const { return gradient_state_->step_was_skipped; }
+bool Accelerator::optimizer_step_was_skipped() const { return gradient_state_->step_was_skipped.get(); }
 
 void Accelerator::prepare_model(torch::nn::Module& model) {
   for (const auto& prepared : models_) {

@@ -28,6 +28,9 @@ class AfterFirstStep : public OptimizerController {
   AfterFirstStep(std::shared_ptr<OptimizerController> inner, std::function<void()> after_first_step)
       : inner_(std::move(inner)), after_first_step_(std::move(after_first_step)) {}
   bool before_step(torch::optim::Optimizer& optimizer) override { return inner_->before_step(optimizer); }
+  bool before_fused_step(torch::optim::Optimizer& optimizer, FusedStepScaling& scaling) override {
+    return inner_->before_fused_step(optimizer, scaling);
+  }
   void after_step(torch::optim::Optimizer& optimizer) override {
     inner_->after_step(optimizer);
     if (after_first_step_) std::exchange(after_first_step_, nullptr)();

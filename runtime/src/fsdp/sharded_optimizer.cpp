@@ -120,6 +120,9 @@ class ShardedOptimizerController : public OptimizerController {
   bool before_step(torch::optim::Optimizer& optimizer) override {
     return inner_->before_step(optimizer);
   }
+  bool before_fused_step(torch::optim::Optimizer& optimizer, FusedStepScaling& scaling) override {
+    return inner_->before_fused_step(optimizer, scaling);
+  }
 
   // One unit at a time: the groups are cut to the unit's pieces, Opt::step updates them, and the
   // unit's all-gather runs while the next unit is updated. Equivalent to one Opt::step for the

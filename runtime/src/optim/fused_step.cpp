@@ -2,10 +2,13 @@
 // kernels (the ones Python's `fused=True` calls), one kernel per parameter group, device and dtype
 // instead of libtorch's loop of several kernels per parameter. The state stays libtorch's
 // (AdamParamState, AdamWParamState, SGDParamState), so checkpoints, FSDP's sharded optimizer state
-// and a later unfused step read and write the same fields.
+// and a later unfused step read and write the same fields; Adam's step counts also live on the
+// device (optim/device_step.h). Nothing here reads the device: the host queues the step and goes on.
 #include <ATen/ops/_fused_adam.h>
 #include <ATen/ops/_fused_adamw.h>
 #include <ATen/ops/_fused_sgd.h>
+#include <ATen/ops/_foreach_add.h>
+#include <ATen/ops/_foreach_sub.h>
 #include <ATen/ops/zeros_like.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
@@ -14,7 +17,10 @@
 #include <acc/errors.h>
 #include <acc/optimizer.h>
 
+#include "optim/device_step.h"
+
 #include <algorithm>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -58,54 +64,58 @@ std::vector<at::Tensor> gradients(const std::vector<at::Tensor>& params) {
   return out;
 }
 
-// The steps after this update, as float32 scalars on the parameters' device (what the kernels
-// read), made with one copy per launch rather than one per parameter.
-std::vector<at::Tensor> step_tensors(const std::vector<int64_t>& steps, c10::Device device) {
-  std::vector<float> values(steps.begin(), steps.end());
-  auto all = at::tensor(values, at::TensorOptions().dtype(at::kFloat)).to(device);
-  return all.unbind(0);
+std::optional<at::Tensor> on_device(const std::optional<at::Tensor>& tensor, c10::Device device) {
+  if (!tensor) return std::nullopt;
+  return tensor->to(device);  // the same tensor when it is there already: no copy
 }
 
 // Adam and AdamW share their state's fields and their kernels' signature.
 template <typename Options, typename State, typename Kernel>
-void adam_family_step(torch::optim::Optimizer& optimizer, const char* name, Kernel kernel) {
+void adam_family_step(torch::optim::Optimizer& optimizer, const char* name, const FusedStepScaling& scaling,
+                      Kernel kernel) {
   for (auto& group : optimizer.param_groups()) {
     const auto& options = static_cast<const Options&>(group.options());
     const auto [beta1, beta2] = options.betas();
     for (const auto& [device, dtype, params] : by_device_and_dtype(group, name)) {
-      std::vector<at::Tensor> exp_avgs, exp_avg_sqs, max_exp_avg_sqs;
-      std::vector<int64_t> steps;
-      std::vector<State*> states;
+      std::vector<at::Tensor> exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps;
       for (const auto& p : params) {
         auto& slot = optimizer.state()[p.unsafeGetTensorImpl()];
-        if (!slot) {  // as libtorch's first step does
-          auto state = std::make_unique<State>();
-          state->step(0);
-          state->exp_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
-          state->exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
-          if (options.amsgrad()) state->max_exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
-          slot = std::move(state);
+        auto* state = dynamic_cast<DeviceStepped<State>*>(slot.get());
+        if (state == nullptr) {
+          State plain;
+          if (slot) {
+            plain = static_cast<State&>(*slot);
+          } else {  // as libtorch's first step does
+            plain.step(0);
+            plain.exp_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
+            plain.exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
+          }
+          auto counted = std::make_unique<DeviceStepped<State>>(std::move(plain));
+          state = counted.get();
+          slot = std::move(counted);
         }
-        auto& state = static_cast<State&>(*slot);
-        if (options.amsgrad() && !state.max_exp_avg_sq().defined()) {
-          state.max_exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
+        if (options.amsgrad() && !state->max_exp_avg_sq().defined()) {
+          state->max_exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
         }
-        exp_avgs.push_back(state.exp_avg());
-        exp_avg_sqs.push_back(state.exp_avg_sq());
-        if (options.amsgrad()) max_exp_avg_sqs.push_back(state.max_exp_avg_sq());
-        steps.push_back(state.step() + 1);
-        states.push_back(&state);
+        exp_avgs.push_back(state->exp_avg());
+        exp_avg_sqs.push_back(state->exp_avg_sq());
+        if (options.amsgrad()) max_exp_avg_sqs.push_back(state->max_exp_avg_sq());
+        steps.push_back(state->device_step(device));
+        state->count_step(scaling.found_inf.has_value());
       }
       at::NoGradGuard no_grad;
-      kernel(params, gradients(params), exp_avgs, exp_avg_sqs, max_exp_avg_sqs, step_tensors(steps, device),
-             options.lr(), beta1, beta2, options.weight_decay(), options.eps(), options.amsgrad(),
-             /*maximize=*/false, std::nullopt, std::nullopt);
-      for (size_t i = 0; i < states.size(); ++i) states[i]->step(steps[i]);
+      // As torch's _fused_adam(w): the counts move on the device, and back where the kernel skipped.
+      at::_foreach_add_(steps, 1);
+      const auto found_inf = on_device(scaling.found_inf, device);
+      kernel(params, gradients(params), exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, options.lr(), beta1, beta2,
+             options.weight_decay(), options.eps(), options.amsgrad(), /*maximize=*/false,
+             on_device(scaling.grad_scale, device), found_inf);
+      if (found_inf) at::_foreach_sub_(steps, std::vector<at::Tensor>(steps.size(), found_inf->reshape({})));
     }
   }
 }
 
-void sgd_step(torch::optim::SGD& optimizer) {
+void sgd_step(torch::optim::SGD& optimizer, const FusedStepScaling& scaling) {
   for (auto& group : optimizer.param_groups()) {
     const auto& options = static_cast<const torch::optim::SGDOptions&>(group.options());
     const bool momentum = options.momentum() != 0;
@@ -114,7 +124,8 @@ void sgd_step(torch::optim::SGD& optimizer) {
       auto run = [&](const std::vector<at::Tensor>& ps, const std::vector<at::Tensor>& buffers, bool first) {
         if (ps.empty()) return;
         at::_fused_sgd_(ps, gradients(ps), buffers, options.weight_decay(), options.momentum(), options.lr(),
-                        options.dampening(), options.nesterov(), /*maximize=*/false, first);
+                        options.dampening(), options.nesterov(), /*maximize=*/false, first,
+                        on_device(scaling.grad_scale, device), on_device(scaling.found_inf, device));
       };
       if (!momentum) {
         run(params, {}, false);
@@ -150,17 +161,23 @@ bool has_fused_step(const torch::optim::Optimizer& optimizer) {
          dynamic_cast<const torch::optim::SGD*>(&optimizer) != nullptr;
 }
 
-void fused_step(torch::optim::Optimizer& optimizer) {
+void fused_step(torch::optim::Optimizer& optimizer, const FusedStepScaling& scaling) {
   if (dynamic_cast<torch::optim::AdamW*>(&optimizer) != nullptr) {
     adam_family_step<torch::optim::AdamWOptions, torch::optim::AdamWParamState>(
-        optimizer, "AdamW", [](auto&&... args) { at::_fused_adamw_(args...); });
+        optimizer, "AdamW", scaling, [](auto&&... args) { at::_fused_adamw_(args...); });
   } else if (dynamic_cast<torch::optim::Adam*>(&optimizer) != nullptr) {
     adam_family_step<torch::optim::AdamOptions, torch::optim::AdamParamState>(
-        optimizer, "Adam", [](auto&&... args) { at::_fused_adam_(args...); });
+        optimizer, "Adam", scaling, [](auto&&... args) { at::_fused_adam_(args...); });
   } else if (auto* sgd = dynamic_cast<torch::optim::SGD*>(&optimizer)) {
-    sgd_step(*sgd);
+    sgd_step(*sgd, scaling);
   } else {
     throw_no_fused_kernel();
+  }
+}
+
+void write_back_step_counts(torch::optim::Optimizer& optimizer) {
+  for (auto& [key, state] : optimizer.state()) {
+    if (state) write_back_step_count(*state);
   }
 }
 

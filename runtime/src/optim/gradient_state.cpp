@@ -12,16 +12,26 @@ class AcceleratedOptimizerController : public OptimizerController {
 
   bool before_step(torch::optim::Optimizer& optimizer) override {
     if (!state_->sync_gradients) return false;  // accumulating: not a skipped step
-    state_->step_was_skipped = false;
+    state_->step_was_skipped.set(false);
     if (auto& scaler = state_->scaler) {
       scaler->unscale_(optimizer);  // no-op when clip_grad_norm_ already unscaled
       if (scaler->found_inf(optimizer)) {
         // torch's GradScaler.step + update: skip the step, back the scale off.
         scaler->update();
-        state_->step_was_skipped = true;
+        state_->step_was_skipped.set(true);
         end_of_step();
         return false;
       }
+    }
+    return true;
+  }
+  // The kernel unscales and skips on the device; after_step's update() backs the scale off there.
+  bool before_fused_step(torch::optim::Optimizer& optimizer, FusedStepScaling& scaling) override {
+    if (!state_->sync_gradients) return false;
+    state_->step_was_skipped.set(false);
+    if (state_->scaler) {
+      scaling = state_->scaler->fused_step_inputs(optimizer);
+      if (scaling.found_inf) state_->step_was_skipped.set_pending(*scaling.found_inf);
     }
     return true;
   }
@@ -31,7 +41,7 @@ class AcceleratedOptimizerController : public OptimizerController {
   }
   bool before_zero_grad(torch::optim::Optimizer&) override { return state_->sync_gradients; }
   bool step_was_skipped(const torch::optim::Optimizer&) const override {
-    return state_->step_was_skipped;
+    return state_->step_was_skipped.get();
   }
 
  private:
@@ -52,7 +62,9 @@ class AcceleratedSchedulerController : public SchedulerController {
 
   int steps_for_this_call() override {
     if (!state_->step_scheduler_with_optimizer) return 1;
-    if (!state_->sync_gradients || state_->step_was_skipped) return 0;
+    // After a fused fp16 step this reads the device's flag (Accelerate's fused path cannot see the
+    // skip at all, and steps the schedule anyway).
+    if (!state_->sync_gradients || state_->step_was_skipped.get()) return 0;
     // The schedule counts batches of the unsharded loader; each prepared step consumed
     // num_processes of them (unless the batches themselves were split).
     return state_->split_batches || !state_->scheduler_steps_per_process ? 1 : state_->num_processes;

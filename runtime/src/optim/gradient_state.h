@@ -3,6 +3,7 @@
 // GradientState), and the controllers that apply it at step().
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include <acc/detail/data_loader_state.h>
@@ -12,9 +13,32 @@
 
 namespace acc::detail {
 
+/// Whether the last optimizer step was skipped for an fp16 overflow: known on the host after an
+/// unfused step; after a fused one, the flag the kernel skipped on, read only when someone asks
+/// (the read waits for the step), so that a step the host merely queues never waits for the device.
+class SkippedStep {
+ public:
+  void set(bool skipped) {
+    known_ = skipped;
+    flag_ = at::Tensor();
+  }
+  void set_pending(at::Tensor flag) { flag_ = std::move(flag); }
+  bool get() const {
+    if (flag_.defined()) {
+      known_ = flag_.item<float>() > 0;
+      flag_ = at::Tensor();
+    }
+    return known_;
+  }
+
+ private:
+  mutable bool known_ = false;
+  mutable at::Tensor flag_;  // defined until read
+};
+
 struct GradientState {
   bool sync_gradients = true;      // false while accumulating (no optimizer step)
-  bool step_was_skipped = false;   // the last optimizer step was skipped (fp16 overflow)
+  SkippedStep step_was_skipped;    // the last optimizer step was skipped (fp16 overflow)
   int num_processes = 1;
   bool split_batches = false;
   bool step_scheduler_with_optimizer = true;

@@ -7,10 +7,13 @@
 #include <torch/optim/rmsprop.h>
 #include <torch/optim/sgd.h>
 
+#include "optim/device_step.h"
+
 namespace acc::detail {
 
 StateFields fields_of(torch::optim::OptimizerParamState& state) {
   using namespace torch::optim;
+  write_back_step_count(state);  // the step a fused kernel may have skipped on the device
   if (auto* s = dynamic_cast<SGDParamState*>(&state)) return {{{"momentum_buffer", &s->momentum_buffer()}}, {}};
   if (auto* s = dynamic_cast<AdamParamState*>(&state)) {
     return {{{"exp_avg", &s->exp_avg()}, {"exp_avg_sq", &s->exp_avg_sq()}, {"max_exp_avg_sq", &s->max_exp_avg_sq()}},

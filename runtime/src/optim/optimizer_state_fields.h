@@ -21,6 +21,7 @@ struct StateFields {
 };
 
 /// Empty for an optimizer type acc does not know (its state stays opaque, in libtorch's archive).
+/// The step count is libtorch's integer, brought up to date from a fused step's device count.
 StateFields fields_of(torch::optim::OptimizerParamState& state);
 
 /// A fresh, empty state of the type `optimizer` keeps, for the element-wise optimizers acc knows
