@@ -60,7 +60,7 @@ torch::Tensor linear(const torch::Tensor& x, const torch::nn::Linear& layer) {
   return torch::linear(x, layer->weight, layer->bias);
 }
 
-// bench/device/bf16_step.py's Block, as vs_accelerate.py defines it (same names, same order).
+// bench/device/device_step.py's Block, as vs_accelerate.py defines it (same names, same order).
 struct BlockImpl : torch::nn::Module {
   BlockImpl(int64_t dim, int64_t heads, int64_t hidden) : dim(dim), heads(heads) {
     norm1 = register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim})));

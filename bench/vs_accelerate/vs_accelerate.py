@@ -28,7 +28,7 @@ medians over the pairs and the ratio acc/Accelerate of:
                             exactly across its runs)
 Models: mlp  16 x Linear(256, 256) with Tanh between (bench/support/mlp.h), MSE to random targets,
              global batch 128
-        lm   causal transformer LM: 4 pre-norm blocks (bench/device/bf16_step.py's Block), d 256,
+        lm   causal transformer LM: 4 pre-norm blocks (bench/device/device_step.py's Block), d 256,
              4 heads, MLP 4 d, vocab 2048, seq 64, cross-entropy, global batch 16 sequences
 each in fp32 and bf16 (Accelerate: mixed_precision="bf16", autocast around forward and outputs
 converted to fp32; acc: mixed_precision(BF16), autocast on for the training thread, the output
@@ -80,9 +80,9 @@ def build_model(name):
                 layers.append(torch.nn.Tanh())
         return torch.nn.Sequential(*layers)
 
-    # The block of the GPU benchmark (bench/device/bf16_step.py), which vs_accelerate.cpp mirrors.
+    # The block of the GPU benchmark (bench/device/device_step.py), which vs_accelerate.cpp mirrors.
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "device"))
-    from bf16_step import Block
+    from device_step import Block
 
     class Lm(torch.nn.Module):
         def __init__(self):
