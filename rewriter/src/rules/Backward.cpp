@@ -1,7 +1,7 @@
 // backward: `loss.backward(args...)` on a tensor becomes `accelerator.backward(loss, args...)`, which
 // scales the loss for mixed precision and gradient accumulation and lets DDP overlap its all-reduce.
-#include "Matchers.h"
-#include "Migration.h"
+#include "analysis/Matchers.h"
+#include "engine/Migration.h"
 
 #include <clang/AST/ExprCXX.h>
 #include <clang/ASTMatchers/ASTMatchers.h>

@@ -6,8 +6,8 @@
 // `error_if_nonfinite = false` after max_norm; acc's take the vector (and norm_type). A braced list
 // converts to the vector as it is; a single tensor is braced (`{p}`); a call that gives
 // error_if_nonfinite, which acc's has not, is reported with the line to write.
-#include "Migration.h"
-#include "TorchTypes.h"
+#include "analysis/TorchTypes.h"
+#include "engine/Migration.h"
 
 #include <clang/AST/ExprCXX.h>
 #include <clang/ASTMatchers/ASTMatchers.h>

@@ -8,8 +8,8 @@
 // build files are edited there. A target defined in a function()/macro() or named through what the
 // tool cannot know is reported with the lines to add; so is a source with no CMakeLists.txt above it
 // (`pkg-config --cflags --libs acc`). Nothing when acc is already found and linked.
-#include "CMakeProject.h"
-#include "Migration.h"
+#include "engine/Migration.h"
+#include "project/CMakeProject.h"
 
 #include <llvm/Support/FileSystem.h>
 #include <algorithm>

@@ -8,11 +8,11 @@
 // function, under the decision each depends on (Migration::onlyIf): `local:<usr>` for the
 // declaration at the start of its body, `param:<usr>` for the parameter at every declaration and the
 // argument at every call. AcceleratorPlacement.cpp decides over the calls of all units.
-#include "AcceleratorPlacement.h"
-#include "Analysis.h"
-#include "EditText.h"
-#include "Migration.h"
-#include "TorchTypes.h"
+#include "analysis/Analysis.h"
+#include "analysis/TorchTypes.h"
+#include "engine/AcceleratorPlacement.h"
+#include "engine/EditText.h"
+#include "engine/Migration.h"
 
 #include <clang/AST/ExprCXX.h>
 #include <clang/AST/TypeLoc.h>

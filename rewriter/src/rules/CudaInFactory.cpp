@@ -4,9 +4,9 @@
 // On N processes each must use its own device; these calls may sit in helpers without the
 // accelerator, so the change is left to the user. `.to(kCUDA)`/`.cuda()` are handled by device-move,
 // devices by device-declaration, static initialisers by static-cuda.
-#include "CudaReports.h"
-#include "Matchers.h"
-#include "Migration.h"
+#include "analysis/Matchers.h"
+#include "engine/Migration.h"
+#include "rules/CudaReports.h"
 
 #include <clang/AST/ExprCXX.h>
 #include <clang/AST/ParentMapContext.h>

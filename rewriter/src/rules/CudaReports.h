@@ -2,7 +2,7 @@
 // c10::DeviceType::CUDA), or a device string ("cuda", "cuda:1") that constructs a c10::Device
 // (torch::Device("cuda:0")), for the reports about hard-coded CUDA.
 #pragma once
-#include "TorchTypes.h"
+#include "analysis/TorchTypes.h"
 
 #include <clang/AST/ExprCXX.h>
 #include <clang/AST/ParentMapContext.h>

@@ -1,9 +1,9 @@
 // data-loader: `torch::data::make_data_loader<S>(args...)` becomes
 // `accelerator.prepare_data_loader<S>(args...)`: the same arguments, a loader that shards batches across
 // processes and puts them on the device. Declarations that spell torch's loader type become `auto`.
-#include "Matchers.h"
-#include "Migration.h"
-#include "TorchTypes.h"
+#include "analysis/Matchers.h"
+#include "analysis/TorchTypes.h"
+#include "engine/Migration.h"
 
 #include <clang/AST/ExprCXX.h>
 #include <clang/ASTMatchers/ASTMatchers.h>

@@ -6,9 +6,9 @@
 // gathered-counts: the counts gather-for-metrics rewrote to count gathered tensors are right as written;
 // and reduced-values: a count reduce-metrics sums over processes is right but for the repeated samples
 // (a note).
-#include "Analysis.h"
-#include "Matchers.h"
-#include "Migration.h"
+#include "analysis/Analysis.h"
+#include "analysis/Matchers.h"
+#include "engine/Migration.h"
 
 #include <clang/AST/ExprCXX.h>
 #include <clang/ASTMatchers/ASTMatchers.h>

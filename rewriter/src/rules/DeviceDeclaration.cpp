@@ -1,11 +1,11 @@
 // device-declaration: the local `torch::Device device(...)` (or `= ...`) that picks the GPU becomes
 // `torch::Device device = accelerator.device();`: each process gets its own device. Devices kept in
 // struct fields or globals are assigned where safe and reported otherwise.
-#include "Analysis.h"
-#include "EditText.h"
-#include "Matchers.h"
-#include "Migration.h"
-#include "TorchTypes.h"
+#include "analysis/Analysis.h"
+#include "analysis/Matchers.h"
+#include "analysis/TorchTypes.h"
+#include "engine/EditText.h"
+#include "engine/Migration.h"
 
 #include <clang/AST/ExprCXX.h>
 #include <clang/ASTMatchers/ASTMatchers.h>

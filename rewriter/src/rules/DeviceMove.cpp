@@ -3,11 +3,11 @@
 // (`.to(device, torch::kF64)` keeps `.to(torch::kF64)`). Moves that must stay are kept: dtype-only,
 // `.to(other.device())`, `.to(torch::kCPU)`, moves inside a model's own methods, and moves of tensors
 // the program creates itself (hard-coded CUDA there becomes `accelerator.device()`).
-#include "Analysis.h"
-#include "EditText.h"
-#include "Matchers.h"
-#include "Migration.h"
-#include "TorchTypes.h"
+#include "analysis/Analysis.h"
+#include "analysis/Matchers.h"
+#include "analysis/TorchTypes.h"
+#include "engine/EditText.h"
+#include "engine/Migration.h"
 
 #include <clang/AST/ExprCXX.h>
 #include <clang/ASTMatchers/ASTMatchers.h>

@@ -13,10 +13,10 @@
 // opens is then used safely, whether another process uses a path that is removed or renamed, which
 // process should call a writer of the project's, is the author's call. Statements already under
 // `is_main_process()`/`process_index()` are left alone.
-#include "Analysis.h"
-#include "Matchers.h"
-#include "Migration.h"
-#include "SharedFiles.h"
+#include "analysis/Analysis.h"
+#include "analysis/Matchers.h"
+#include "engine/Migration.h"
+#include "rules/SharedFiles.h"
 
 #include <clang/AST/ExprCXX.h>
 #include <clang/AST/ParentMapContext.h>

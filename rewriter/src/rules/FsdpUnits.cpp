@@ -16,9 +16,9 @@
 // The edit spells acc::, so the file is among files-using-acc: include-acc adds <acc/acc.h> and
 // cmake-link links acc. Which names a unit found goes to UnitResult::fsdpUnitsFound; acc-migrate
 // warns, after the run, about a name that no unit found.
-#include "EditText.h"
-#include "Matchers.h"
-#include "Migration.h"
+#include "analysis/Matchers.h"
+#include "engine/EditText.h"
+#include "engine/Migration.h"
 
 #include <clang/AST/DeclCXX.h>
 #include <clang/AST/StmtCXX.h>

@@ -12,11 +12,11 @@
 // the loop, which counts the repeated samples). It costs one all-gather of the two operands per batch
 // of evaluation.
 // It produces gathered-counts, which reduce-metrics, dataset-size-division and the print rules consume.
-#include "Analysis.h"
-#include "Matchers.h"
-#include "MetricShare.h"
-#include "Migration.h"
-#include "RankDependence.h"
+#include "analysis/Analysis.h"
+#include "analysis/Matchers.h"
+#include "analysis/MetricShare.h"
+#include "analysis/RankDependence.h"
+#include "engine/Migration.h"
 
 #include <clang/AST/ExprCXX.h>
 #include <clang/ASTMatchers/ASTMatchers.h>

@@ -45,11 +45,11 @@
 // - `loss.backward()` gets the same edit the rule backward makes (merged when both run): without acc's
 //   backward nothing would divide the loss any more.
 // - A counter read only by the condition is removed with its increments and resets.
-#include "Analysis.h"
-#include "EditText.h"
-#include "Matchers.h"
-#include "Migration.h"
-#include "TorchTypes.h"
+#include "analysis/Analysis.h"
+#include "analysis/Matchers.h"
+#include "analysis/TorchTypes.h"
+#include "engine/EditText.h"
+#include "engine/Migration.h"
 
 #include <clang/AST/ExprCXX.h>
 #include <clang/AST/ParentMapContext.h>

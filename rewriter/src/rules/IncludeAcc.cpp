@@ -3,7 +3,7 @@
 // header may `#define` what acc's headers use (one progress-bar header does `#define constexpr`).
 // Without a torch include, before the first project include, else after the leading includes (or
 // the `#pragma once`). Only includes outside `#if` blocks (an include guard aside) are places.
-#include "Migration.h"
+#include "engine/Migration.h"
 
 #include <clang/Basic/SourceManager.h>
 

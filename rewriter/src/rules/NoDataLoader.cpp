@@ -2,9 +2,9 @@
 // inside a range-for over a libtorch DataLoader batches by hand (slices of one tensor, RL rollouts,
 // a custom `while (loader(batch))`). After migration every process would train on all of the data;
 // nothing in the loop says how to split it, so the user is told where and how.
-#include "Matchers.h"
-#include "Migration.h"
-#include "TorchTypes.h"
+#include "analysis/Matchers.h"
+#include "analysis/TorchTypes.h"
+#include "engine/Migration.h"
 
 #include <clang/AST/ExprCXX.h>
 #include <clang/AST/ParentMapContext.h>

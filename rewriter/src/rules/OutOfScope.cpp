@@ -6,8 +6,8 @@
 //   (a template that no source of the scope instantiates with a tensor, so its types are unknown).
 //   Whether another unit migrated it is known only after all units: the finding holds only if that
 //   function is not an accelerator user anywhere (AcceleratorPlacement.h, `!uses:<usr>`).
-#include "Matchers.h"
-#include "Migration.h"
+#include "analysis/Matchers.h"
+#include "engine/Migration.h"
 
 #include <clang/AST/ExprCXX.h>
 #include <clang/ASTMatchers/ASTMatchers.h>

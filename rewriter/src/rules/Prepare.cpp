@@ -3,11 +3,11 @@
 // same function holds; preparing them wraps them for DDP and places them on the device. In a class
 // (a trainer), the models may be its members, and so may the optimizer, built by an assignment in a
 // method (`init()`): the call goes after that assignment, and prepares the members in place.
-#include "Analysis.h"
-#include "EditText.h"
-#include "Matchers.h"
-#include "Migration.h"
-#include "TorchTypes.h"
+#include "analysis/Analysis.h"
+#include "analysis/Matchers.h"
+#include "analysis/TorchTypes.h"
+#include "engine/EditText.h"
+#include "engine/Migration.h"
 
 #include <clang/AST/ExprCXX.h>
 #include <clang/AST/StmtCXX.h>

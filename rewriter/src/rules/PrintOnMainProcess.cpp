@@ -14,12 +14,12 @@
 // - print-on-every-process (default, report): what print-on-main-process did not rewrite (not
 //   selected, no final newline for accelerator.print to add, inside a lambda), with the line to use.
 // print-on-main-process produces rewritten-prints, which print-on-every-process consumes.
-#include "Analysis.h"
-#include "EditText.h"
-#include "Matchers.h"
-#include "MetricShare.h"
-#include "Migration.h"
-#include "RankDependence.h"
+#include "analysis/Analysis.h"
+#include "analysis/Matchers.h"
+#include "analysis/MetricShare.h"
+#include "analysis/RankDependence.h"
+#include "engine/EditText.h"
+#include "engine/Migration.h"
 
 #include <clang/AST/ExprCXX.h>
 #include <clang/AST/ParentMapContext.h>

@@ -12,13 +12,13 @@
 // gather-for-metrics already counts over all processes (the fact gathered-counts) are not reduced
 // again. It produces reduced-values: after the inserted line the variable is the same on every
 // process, which the rules that insert barriers or reduce printed values consume.
-#include "Analysis.h"
-#include "EditText.h"
-#include "Matchers.h"
-#include "MetricShare.h"
-#include "Migration.h"
-#include "RankDependence.h"
-#include "TorchTypes.h"
+#include "analysis/Analysis.h"
+#include "analysis/Matchers.h"
+#include "analysis/MetricShare.h"
+#include "analysis/RankDependence.h"
+#include "analysis/TorchTypes.h"
+#include "engine/EditText.h"
+#include "engine/Migration.h"
 
 #include <clang/AST/ExprCXX.h>
 #include <clang/AST/ParentMapContext.h>

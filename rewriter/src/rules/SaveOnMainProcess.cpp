@@ -21,13 +21,13 @@
 // reward: RankDependence.h), the save is only guarded, and the finding names the lines that make the
 // condition the same on every process. If such a save is read later in the same function, the
 // barrier goes before the read instead, where every process gets to.
-#include "Analysis.h"
-#include "EditText.h"
-#include "Matchers.h"
-#include "Migration.h"
-#include "RankDependence.h"
-#include "SharedFiles.h"
-#include "TorchTypes.h"
+#include "analysis/Analysis.h"
+#include "analysis/Matchers.h"
+#include "analysis/RankDependence.h"
+#include "analysis/TorchTypes.h"
+#include "engine/EditText.h"
+#include "engine/Migration.h"
+#include "rules/SharedFiles.h"
 
 #include <clang/AST/ExprCXX.h>
 #include <clang/AST/ParentMapContext.h>

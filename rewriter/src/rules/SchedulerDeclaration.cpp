@@ -9,9 +9,9 @@
 // on 2 processes a StepLR(step_size=2) would decay every epoch. When a scheduler's step() is outside
 // the innermost loop around every optimizer step() of its function, the accelerator this unit
 // creates gets `step_scheduler_with_optimizer(false)` (Accelerate's option for exactly that case).
-#include "Migration.h"
-#include "TorchTypes.h"
-#include "WrapCreations.h"
+#include "analysis/TorchTypes.h"
+#include "engine/Migration.h"
+#include "rules/WrapCreations.h"
 
 #include <clang/AST/ExprCXX.h>
 #include <clang/AST/StmtCXX.h>

@@ -1,8 +1,8 @@
-#include "SharedFiles.h"
+#include "rules/SharedFiles.h"
 
-#include "EditText.h"
-#include "Matchers.h"
-#include "Migration.h"
+#include "analysis/Matchers.h"
+#include "engine/EditText.h"
+#include "engine/Migration.h"
 
 #include <clang/AST/ExprCXX.h>
 #include <clang/AST/ParentMapContext.h>

@@ -4,7 +4,7 @@
 // times at once; these rules make the main process the one writer, and put a barrier where another
 // process reads or uses what it wrote.
 #pragma once
-#include "RankDependence.h"
+#include "analysis/RankDependence.h"
 
 #include <clang/AST/Expr.h>
 #include <clang/AST/ExprCXX.h>

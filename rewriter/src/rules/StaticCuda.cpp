@@ -2,10 +2,10 @@
 // (`static const Tensor eps = torch::tensor(1e-16f).to(torch::kCUDA);`). It is created before main,
 // before the accelerator exists, and on cuda:0 in every process. Devices themselves are reported by
 // device-declaration.
-#include "CudaReports.h"
-#include "Matchers.h"
-#include "Migration.h"
-#include "TorchTypes.h"
+#include "analysis/Matchers.h"
+#include "analysis/TorchTypes.h"
+#include "engine/Migration.h"
+#include "rules/CudaReports.h"
 
 #include <clang/AST/ExprCXX.h>
 

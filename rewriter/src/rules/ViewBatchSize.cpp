@@ -1,9 +1,9 @@
 // view-batch-size (report): `x.view({batch_size, -1})` (or reshape) inside a loop over a DataLoader,
 // with the row count taken from a variable. The last batch can be short, and more so once the data
 // is split across processes; the row count must come from the tensor.
-#include "Matchers.h"
-#include "Migration.h"
-#include "TorchTypes.h"
+#include "analysis/Matchers.h"
+#include "analysis/TorchTypes.h"
+#include "engine/Migration.h"
 
 #include <clang/AST/ExprCXX.h>
 #include <clang/ASTMatchers/ASTMatchers.h>

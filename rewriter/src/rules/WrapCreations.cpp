@@ -1,7 +1,7 @@
-#include "WrapCreations.h"
+#include "rules/WrapCreations.h"
 
-#include "Migration.h"
-#include "TorchTypes.h"
+#include "analysis/TorchTypes.h"
+#include "engine/Migration.h"
 
 #include <clang/AST/ExprCXX.h>
 #include <clang/AST/TypeLoc.h>

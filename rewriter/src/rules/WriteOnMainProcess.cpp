@@ -22,13 +22,13 @@
 // function of the project is rewritten, as save-on-main-process does: a helper that writes a CSV is
 // run by every process, wherever it is called from. What it rewrote or reported is the fact
 // handled-writes, so that every-rank-side-effect does not report it again.
-#include "Analysis.h"
-#include "EditText.h"
-#include "Matchers.h"
-#include "Migration.h"
-#include "RankDependence.h"
-#include "SharedFiles.h"
-#include "TorchTypes.h"
+#include "analysis/Analysis.h"
+#include "analysis/Matchers.h"
+#include "analysis/RankDependence.h"
+#include "analysis/TorchTypes.h"
+#include "engine/EditText.h"
+#include "engine/Migration.h"
+#include "rules/SharedFiles.h"
 
 #include <clang/AST/ExprCXX.h>
 #include <clang/AST/ParentMapContext.h>

@@ -1,5 +1,5 @@
 // The placement of the one accelerator over the summaries of several translation units.
-#include "AcceleratorPlacement.h"
+#include "engine/AcceleratorPlacement.h"
 
 #include <gtest/gtest.h>
 

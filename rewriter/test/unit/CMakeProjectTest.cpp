@@ -1,6 +1,6 @@
 // CMake reading (CMakeProject.h): the lexer's arguments and offsets, and targets resolved to the
 // files they list.
-#include "CMakeProject.h"
+#include "project/CMakeProject.h"
 
 #include <gtest/gtest.h>
 #include <llvm/Support/FileSystem.h>

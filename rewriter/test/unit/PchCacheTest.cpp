@@ -2,7 +2,7 @@
 // temporaries of dead writers are removed when it is opened (a live writer's stay), and it is kept
 // under its size limit, least recently used out first. The PCHs built here are of a stand-in
 // <torch/torch.h> of one line (milliseconds), not of torch: what is tested is where bytes go.
-#include "PchCache.h"
+#include "project/PchCache.h"
 
 #include <gtest/gtest.h>
 #include <llvm/Support/FileSystem.h>

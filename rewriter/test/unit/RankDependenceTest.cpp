@@ -5,8 +5,8 @@
 // Parsing <torch/torch.h> takes seconds: the program is parsed once per test binary run (the
 // fixture's SetUpTestSuite), with torch's headers precompiled once into the build tree's PCH cache
 // (the one lit's tests use), so each ctest process loads them in a fraction of that.
-#include "PchCache.h"
-#include "RankDependence.h"
+#include "analysis/RankDependence.h"
+#include "project/PchCache.h"
 
 #include <clang/AST/StmtCXX.h>
 #include <clang/ASTMatchers/ASTMatchFinder.h>

@@ -1,6 +1,6 @@
 #include "RealTorch.h"
 
-#include "PchCache.h"
+#include "project/PchCache.h"
 
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/Path.h>

@@ -1,6 +1,6 @@
 // The rule registry as data: which rules and finalizers exist, how --rules selects among them, and
 // what facts each declares (Rule.h, Facts.h).
-#include "Rule.h"
+#include "engine/Rule.h"
 
 #include <gtest/gtest.h>
 #include <algorithm>

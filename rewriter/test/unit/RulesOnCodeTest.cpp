@@ -2,11 +2,11 @@
 // (RealTorch.h: the venv's torch through a precompiled header): what one rule does alone, how facts
 // flow from a rule to another and to the finalizers, and that a rule touching a fact it does not
 // declare is stopped.
-#include "AcceleratorPlacement.h"
-#include "Migration.h"
 #include "RealTorch.h"
-#include "Result.h"
-#include "Rule.h"
+#include "engine/AcceleratorPlacement.h"
+#include "engine/Migration.h"
+#include "engine/Result.h"
+#include "engine/Rule.h"
 
 #include <clang/AST/ASTConsumer.h>
 #include <clang/ASTMatchers/ASTMatchers.h>

@@ -2,7 +2,7 @@
 // removed, a live writer's stay (another process, as a concurrent acc-migrate), and nothing else is
 // touched: look-alike names, links (nor what they point to), directories, FIFOs, another user's
 // files, files below the directory. Each test works in a directory of its own under $TMPDIR.
-#include "WriteTemporaries.h"
+#include "output/WriteTemporaries.h"
 
 #include <gtest/gtest.h>
 #include <llvm/Support/FileSystem.h>
