@@ -1,5 +1,5 @@
-// libFuzzer target for the job store's frames (runtime/src/comm/store_protocol.h) and the table
-// that runs them (comm/key_value_table.h): what an authenticated rank, or a corrupted connection,
+// libFuzzer target for the job store's frames (runtime/src/comm/gate/store_protocol.h) and the table
+// that runs them (comm/gate/key_value_table.h): what an authenticated rank, or a corrupted connection,
 // can send rank 0's store. The input is a stream of request frames, as the server reads one
 // connection; the same bytes are also read as response frames, as a rank reads its answers.
 //
@@ -11,8 +11,8 @@
 #include <string>
 #include <string_view>
 
-#include "comm/key_value_table.h"
-#include "comm/store_protocol.h"
+#include "comm/gate/key_value_table.h"
+#include "comm/gate/store_protocol.h"
 
 namespace sp = acc::detail::store_protocol;
 

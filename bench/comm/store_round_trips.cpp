@@ -1,4 +1,4 @@
-// Store calls of a job with a secret (rank 0's gate serving acc's protocol, comm/store_gate.h) against
+// Store calls of a job with a secret (rank 0's gate serving acc's protocol, comm/gate/store_gate.h) against
 // c10d's TCPStore on loopback, the store of a job without one, in the same run. Each round times a
 // set and a get of its own key on every store, the stores taking turns so that machine noise hits
 // them alike; it prints the median microseconds per call and the ratio to TCPStore's (below 1.0:
@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "comm/acc_store.h"
-#include "comm/store_client.h"
-#include "comm/store_gate.h"
+#include "comm/gate/store_client.h"
+#include "comm/gate/store_gate.h"
 #include "timing.h"
 
 namespace {

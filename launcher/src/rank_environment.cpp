@@ -48,7 +48,7 @@ EnvMap rank_environment(const LaunchPlan& plan, int local_rank, int restart_coun
   // An id given by the user (the same on every machine of a multi-machine job) wins.
   if (!plan.job_id.empty() && !env.count(env::kJobId)) env[env::kJobId] = plan.job_id;
   // On one machine every job gets a store secret of its own, which its ranks inherit: the store's
-  // port then admits only this job's ranks (the gate, runtime/src/comm/store_gate.h), and no user
+  // port then admits only this job's ranks (the gate, runtime/src/comm/gate/store_gate.h), and no user
   // types or sees it. Only through the environment, which /proc shows to the job's owner alone, never
   // on a command line. A secret the user exported wins; several machines need the same one on each,
   // which only the user can give them (ACC_STORE_SECRET).

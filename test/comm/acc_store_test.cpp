@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "comm/acc_store.h"
-#include "comm/socket_util.h"
-#include "comm/store_client.h"
-#include "comm/store_gate.h"
+#include "comm/gate/socket_util.h"
+#include "comm/gate/store_client.h"
+#include "comm/gate/store_gate.h"
 #include "loopback_peers.h"
 
 namespace acc::detail {

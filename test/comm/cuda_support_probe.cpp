@@ -9,7 +9,7 @@
 #include <string>
 
 #include "comm/process_group.h"
-#include "comm/cuda_support.h"
+#include "cuda/cuda_support.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// The store gate's handshake (runtime/src/comm/gate_handshake.h) as pure state machines: the two
+// The store gate's handshake (runtime/src/comm/gate/gate_handshake.h) as pure state machines: the two
 // sides fed to each other, and each fed what an impostor would send.
 #include <gtest/gtest.h>
 
@@ -7,9 +7,9 @@
 #include <set>
 #include <string>
 
-#include "comm/gate_handshake.h"
-#include "comm/hmac_sha256.h"
-#include "comm/store_gate.h"
+#include "comm/gate/gate_handshake.h"
+#include "comm/gate/hmac_sha256.h"
+#include "comm/gate/store_gate.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// SHA-256 and HMAC-SHA256 (runtime/src/comm/hmac_sha256.h) against Python's hashlib and hmac,
+// SHA-256 and HMAC-SHA256 (runtime/src/comm/gate/hmac_sha256.h) against Python's hashlib and hmac,
 // computed in the same run over the same bytes, plus the published FIPS 180-2 and RFC 4231 vectors.
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "comm/hmac_sha256.h"
+#include "comm/gate/hmac_sha256.h"
 
 namespace {
 

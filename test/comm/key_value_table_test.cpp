@@ -1,9 +1,9 @@
-// The job store's table (runtime/src/comm/key_value_table.h) with c10d's semantics, which Gloo and
+// The job store's table (runtime/src/comm/gate/key_value_table.h) with c10d's semantics, which Gloo and
 // NCCL rely on without saying so: add keeps decimal text, compareSet's four cases, what a get
 // waits for. (test/comm/acc_store_test.cpp compares the served store with c10d's HashStore.)
 #include <gtest/gtest.h>
 
-#include "comm/key_value_table.h"
+#include "comm/gate/key_value_table.h"
 
 namespace {
 

@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "comm/socket_util.h"
+#include "comm/gate/socket_util.h"
 
 namespace acc::testing {
 

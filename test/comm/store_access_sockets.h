@@ -184,7 +184,7 @@ inline std::string c10d_get_request(const std::string& key) {
   return bytes + "/" + key;
 }
 
-/// An acc store GET frame (comm/store_protocol.h: u32 length | u32 id | u8 op | i64 number | strs keys
+/// An acc store GET frame (comm/gate/store_protocol.h: u32 length | u32 id | u8 op | i64 number | strs keys
 /// | strs values), sent without the gate's handshake.
 inline std::string acc_get_request(const std::string& key) {
   std::string body;

@@ -1,4 +1,4 @@
-// The store's client connection (runtime/src/comm/store_client.h) on loopback: every op against a
+// The store's client connection (runtime/src/comm/gate/store_client.h) on loopback: every op against a
 // real StoreGate, blocking and timing out, connecting before the gate exists and giving up, the
 // gate gone under a parked GET, a gate that sheds the connection before its verdict, and servers
 // that are not this job's gate or break the protocol after the handshake.
@@ -15,11 +15,11 @@
 #include <thread>
 #include <vector>
 
-#include "comm/gate_handshake.h"
-#include "comm/socket_util.h"
-#include "comm/store_client.h"
-#include "comm/store_gate.h"
-#include "comm/store_protocol.h"
+#include "comm/gate/gate_handshake.h"
+#include "comm/gate/socket_util.h"
+#include "comm/gate/store_client.h"
+#include "comm/gate/store_gate.h"
+#include "comm/gate/store_protocol.h"
 #include "loopback_peers.h"
 
 namespace {

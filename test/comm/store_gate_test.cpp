@@ -1,7 +1,7 @@
-// Rank 0's store gate (runtime/src/comm/store_gate.h) on loopback: the handshake in front of the
+// Rank 0's store gate (runtime/src/comm/gate/store_gate.h) on loopback: the handshake in front of the
 // store, the keys served behind it (parked waits, timeouts, malformed frames), the peers it must
 // refuse, and a flood of connections that never prove the secret. The clients here speak the
-// protocol by hand (comm/gate_handshake.h, comm/store_protocol.h), so the gate is tested apart from
+// protocol by hand (comm/gate/gate_handshake.h, comm/gate/store_protocol.h), so the gate is tested apart from
 // acc's own client (store_client_test.cpp).
 #include <dirent.h>
 #include <fcntl.h>
@@ -20,9 +20,9 @@
 #include <thread>
 #include <vector>
 
-#include "comm/gate_handshake.h"
-#include "comm/store_gate.h"
-#include "comm/store_protocol.h"
+#include "comm/gate/gate_handshake.h"
+#include "comm/gate/store_gate.h"
+#include "comm/gate/store_protocol.h"
 #include "loopback_peers.h"
 
 namespace {

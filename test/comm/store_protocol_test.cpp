@@ -1,4 +1,4 @@
-// The job store's frames (runtime/src/comm/store_protocol.h): every op round-trips, a frame split
+// The job store's frames (runtime/src/comm/gate/store_protocol.h): every op round-trips, a frame split
 // anywhere is incomplete until its last byte, and what breaks the layout or a limit is refused
 // without allocating for it, including random corruptions of valid frames.
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/store_protocol.h"
+#include "comm/gate/store_protocol.h"
 
 namespace {
 

@@ -6,10 +6,13 @@
   (<acc_common/...>).
 - common/ (acc_common, linked by the launcher and by libacc) includes no wing and no torch header:
   of acc's own headers it sees only the contract.
-- runtime/src is grouped by concern; the folders include each other without cycles.
-- The state-dict seam: checkpoint/ includes no strategy (ddp/, fsdp/), and a strategy sees only
+- runtime/src is grouped by concern; the folders include each other without cycles, counting a
+  public header (<acc/...>) as the folder's that implements it (OWNERS below).
+- The state-dict seam: checkpoint/ includes no strategy (ddp/, fsdp/, parallel/), and a strategy sees only
   the seam's headers of checkpoint/ (checkpoint/SEAM below).
 - Public headers (runtime/include/acc) include no private header of runtime/src.
+- comm/gate/ (rank 0's authenticating store gate and its clients) is torch-free and self-contained:
+  of acc's code it sees only itself and base/ (GATE below), so that it stays testable without torch.
 - launch/ (acc::launch, which forks) sees torch's headers in one file only (TORCH_SEAMS below), so
   that nothing else in it can touch CUDA or torch's threads by accident.
 
@@ -26,7 +29,33 @@ SOURCE = (".h", ".hpp", ".cpp", ".cc")
 # checkpoint/ headers that a parallelism strategy may include: the seam and the file formats a
 # strategy's layout writes with.
 SEAM = {"checkpoint/state_dict_layout.h", "checkpoint/shard_files.h", "checkpoint/optimizer_files.h"}
-STRATEGIES = {"ddp", "fsdp"}
+STRATEGIES = {"ddp", "fsdp", "parallel"}
+
+# The folder of runtime/src that implements each public header (runtime/include/acc/...): including
+# the header depends on that folder. A new public header must be added here.
+OWNERS = {
+    "base": ["errors.h", "testing.h", "warnings.h"],
+    "config": ["fsdp.h", "launch_info.h", "options.h", "project_configuration.h", "detail/bucket_size.h",
+               # The tracker interface and LogWith are the vocabulary of the log_with option;
+               # tracking/ implements the trackers.
+               "tracker.h"],
+    "comm": ["collectives.h", "process_control.h", "state.h", "tensor_tree.h"],
+    "amp": ["autocast.h", "grad_scaler.h", "detail/fused_step_scaling.h"],
+    "optim": ["lr_schedules.h", "optimizer.h", "scheduler.h", "detail/data_loader_state.h"],
+    "data": ["data_loader.h", "data_sharding.h", "to_device.h"],
+    "checkpoint": ["checkpoint_model.h", "checkpointing.h", "safetensors.h", "safetensors_format.h",
+                   "detail/checkpoint_registry.h"],
+    "tracking": ["progress_bar.h", "tracking.h"],
+    "hooks": ["activation_checkpointing.h", "hooks.h"],
+    "inference": ["big_modeling.h", "device_map.h"],
+    "launch": ["function_launcher.h"],
+    "core": ["acc.h", "accelerator.h", "version.h"],
+}
+OWNER_OF = {"acc/" + header: folder for folder, headers in OWNERS.items() for header in headers}
+
+# comm/gate/ includes no torch header, and of runtime/src only itself and these folders.
+GATE = "comm/gate/"
+GATE_SEES = {"base"}
 
 # Folders of runtime/src that include torch's headers in the named files only.
 TORCH_SEAMS = {"launch": {"launch/torch_in_rank.cpp"}}
@@ -108,9 +137,25 @@ def check(root):
             problems.append(f"{path}:{line}: common/ includes the runtime's '{target}'; of acc's own headers "
                             "common/ sees only acc/environment.h (contract/)")
 
-    # Folders of runtime/src.
+    # Folders of runtime/src, and the public headers as their owners'.
     graph = {f: set() for f in folders}
     where = {}
+    include = os.path.join("runtime", "include")
+    public = set()
+    for folder, _, names in os.walk(os.path.join(root, include)):
+        for name in names:
+            if name.endswith((".h", ".h.in")):
+                path = os.path.relpath(os.path.join(folder, name), os.path.join(root, include))
+                public.add(path.replace(os.sep, "/").removesuffix(".in"))
+    for header in sorted(public - OWNER_OF.keys()):
+        problems.append(f"runtime/include/{header}: a public header with no owning folder; add it to OWNERS in "
+                        "test/layering/check_layering.py under the folder that implements it")
+
+    def add_edge(here, there, path, line, target, quote):
+        if there != here and there in graph:
+            graph[here].add(there)
+            where.setdefault((here, there), f"{path}:{line} includes {quote[0]}{target}{quote[1]}")
+
     for path, line, kind, target in sources(root, os.path.join("runtime", "src")):
         parts = path.split(os.sep)
         if len(parts) < 4:
@@ -121,29 +166,54 @@ def check(root):
                 "/".join(parts[2:]) not in TORCH_SEAMS[here]:
             problems.append(f"{path}:{line}: {here}/ includes the torch header '{target}'; only "
                             f"{', '.join(sorted(TORCH_SEAMS[here]))} may")
+        if "/".join(parts[2:]).startswith(GATE):
+            owner = OWNER_OF.get(target) if kind == "<" else head if head in folders else None
+            if target.startswith(TORCH_HEADERS):
+                problems.append(f"{path}:{line}: {GATE} includes the torch header '{target}'; the gate is torch-free")
+            elif owner is not None and owner not in GATE_SEES and not target.startswith(GATE):
+                problems.append(f"{path}:{line}: {GATE} includes '{target}' ({owner}/); the gate sees only "
+                                f"itself and {', '.join(sorted(GATE_SEES))}/")
+        if kind == "<" and target in OWNER_OF:
+            add_edge(here, OWNER_OF[target], path, line, target, "<>")
         if kind != '"' or head not in folders:
             continue
-        if head != here:
-            graph[here].add(head)
-            where.setdefault((here, head), f"{path}:{line} includes \"{target}\"")
+        add_edge(here, head, path, line, target, '""')
         if here == "checkpoint" and head in STRATEGIES:
             problems.append(f"{path}:{line}: checkpoint/ includes the strategy header '{target}'; go through "
                             "checkpoint/state_dict_layout.h")
         if here in STRATEGIES and head == "checkpoint" and target not in SEAM:
             problems.append(f"{path}:{line}: {here}/ includes '{target}', a checkpoint internal; a strategy sees "
                             f"only {', '.join(sorted(SEAM))}")
+
+    # Public headers: no private header, and an include of another owner's is its folder's edge.
+    for path, line, kind, target in sources(root, include):
+        if kind == '"' or target.split("/")[0] in folders:
+            problems.append(f"{path}:{line}: public header includes the private '{target}'; move what it needs "
+                            "to include/acc/detail/")
+        header = os.path.relpath(path, include).replace(os.sep, "/").removesuffix(".in")
+        if header in OWNER_OF and target in OWNER_OF:
+            add_edge(OWNER_OF[header], OWNER_OF[target], path, line, target, "<>")
     cycle = find_cycle(graph)
     if cycle:
         steps = [where[(a, b)] for a, b in zip(cycle, cycle[1:])]
         problems.append("runtime/src folders include each other in a cycle " + " -> ".join(cycle) + ":\n    " +
                         "\n    ".join(steps))
-
-    # Public headers.
-    for path, line, kind, target in sources(root, os.path.join("runtime", "include")):
-        if kind == '"' or target.split("/")[0] in folders:
-            problems.append(f"{path}:{line}: public header includes the private '{target}'; move what it needs "
-                            "to include/acc/detail/")
     return problems, graph
+
+
+def layers(graph):
+    """Each folder's layer: 0 for one that includes no other, else one above the highest it includes."""
+    level = {}
+
+    def visit(node):
+        if node not in level:
+            level[node] = 0  # the graph has no cycle here
+            level[node] = 1 + max((visit(n) for n in graph[node]), default=-1)
+        return level[node]
+
+    for node in graph:
+        visit(node)
+    return level
 
 
 def main():
@@ -154,9 +224,10 @@ def main():
             print("layering: " + problem)
         print(f"layering: {len(problems)} problem(s); docs/architecture.md says where things go")
         return 1
-    print("layering: ok; runtime/src folder dependencies:")
-    for folder in sorted(graph):
-        print(f"  {folder} -> {', '.join(sorted(graph[folder])) or '(none)'}")
+    print("layering: ok; runtime/src folders from the top layer down, each including only lower ones:")
+    level = layers(graph)
+    for folder in sorted(graph, key=lambda f: (-level[f], f)):
+        print(f"  {level[folder]:2d} {folder} -> {', '.join(sorted(graph[folder])) or '(none)'}")
     return 0
 
 

@@ -3,7 +3,7 @@
 #include <map>
 #include <string>
 
-#include <acc/launch.h>
+#include <acc/launch_info.h>
 
 namespace acc::testing {
 

@@ -9,7 +9,7 @@
 
 #include <acc/tracking.h>
 
-#include "checkpoint/crc32c.h"
+#include "base/crc32c.h"
 #include "tracking_util.h"
 
 namespace {

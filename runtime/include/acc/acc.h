@@ -15,7 +15,7 @@
 #include <acc/function_launcher.h>
 #include <acc/grad_scaler.h>
 #include <acc/hooks.h>
-#include <acc/launch.h>
+#include <acc/launch_info.h>
 #include <acc/lr_schedules.h>
 #include <acc/optimizer.h>
 #include <acc/options.h>

@@ -1,6 +1,7 @@
 #pragma once
-// acc::Accelerator: a thin facade over process state (state.h), collectives (collectives.h),
-// DDP (prepared models), optimizers and schedulers, with Accelerate's names and semantics.
+// acc::Accelerator: a thin facade over process state (state.h), collectives (collectives.h), the
+// parallelism strategy that prepares models (one process, DDP or FSDP), optimizers and schedulers,
+// with Accelerate's names and semantics.
 #include <torch/data/samplers/random.h>
 #include <torch/data/samplers/sequential.h>
 #include <torch/nn/module.h>
@@ -32,7 +33,7 @@ namespace acc {
 
 namespace detail {
 class GradientSync;
-class ShardedEngine;
+class ParallelStrategy;
 class StateDictLayout;
 struct GradientState;
 class TrackerSet;
@@ -358,13 +359,12 @@ class Accelerator {
     }
   }
 
-  // Defined in data_loader.cpp.
+  // Defined in accelerator_data.cpp.
   detail::LoaderContext loader_context() const;
   int64_t samples_to_keep_for_metrics() const;  // -1: keep all
 
   void prepare_model(torch::nn::Module& model);
   void configure_mixed_precision();
-  void configure_fsdp();
   /// Accelerate's _do_sync: advances the accumulation count; true when this batch syncs.
   bool begin_accumulation_step();
   void unscale_gradients();
@@ -386,12 +386,12 @@ class Accelerator {
   std::vector<std::unique_ptr<PreparedModel>> models_;
   std::vector<const void*> prepared_objects_;
   bool trigger_ = false;
-  std::unique_ptr<detail::TrackerSet> trackers_;  // log_with; see tracking_set.h
+  std::unique_ptr<detail::TrackerSet> trackers_;  // log_with; see tracking/tracker_set.h
   ProjectConfiguration project_ = options_.project_config();
   detail::CheckpointRegistry checkpoints_;
   std::vector<torch::optim::Optimizer*> optimizers_;  // prepared, for unscaling before clipping
-  /// FSDP SHARD_GRAD_OP / HYBRID_SHARD_ZERO2 on several processes (fsdp_engine.h); else null.
-  std::unique_ptr<detail::ShardedEngine> fsdp_;
+  /// One process, DDP or FSDP (parallel/parallel_strategy.h).
+  std::unique_ptr<detail::ParallelStrategy> strategy_;
   std::unique_ptr<detail::StateDictLayout> state_dict_layout_;
   /// Mixed precision: autocast on the thread that prepared the first model, until end_training.
   bool use_autocast_ = false;

@@ -32,6 +32,11 @@ struct LoaderContext {
   ShardOptions shard;
   uint64_t seed = 0;
 };
+
+/// A seed drawn by rank 0 from torch's default generator and broadcast (collective).
+uint64_t shared_data_seed();
+/// Throws DistributedError when ranks drew different index streams (no-op on one process).
+void check_same_index_stream(uint64_t fingerprint, uint64_t epoch);
 }  // namespace detail
 
 template <typename Dataset, typename Sampler>

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include <acc/detail/bucket_size.h>
-#include <acc/launch.h>
+#include <acc/launch_info.h>
 
 namespace torch::nn {
 class Module;

@@ -11,7 +11,7 @@
 #include <functional>
 #include <map>
 
-#include <acc/optimizer.h>
+#include <acc/detail/fused_step_scaling.h>
 #include <acc/options.h>
 
 namespace acc {

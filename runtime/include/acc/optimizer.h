@@ -12,16 +12,9 @@
 #include <type_traits>
 #include <utility>
 
-namespace acc {
+#include <acc/detail/fused_step_scaling.h>
 
-/// What a loss scaler hands the fused kernels (torch's `grad_scale` and `found_inf` arguments): the
-/// kernel divides the gradients by `grad_scale` (unset: they are unscaled already) and leaves the
-/// parameters, their state and the step count alone where `found_inf` is nonzero. The decision to
-/// skip an overflowing step is made on the device, so the host never waits for it.
-struct FusedStepScaling {
-  std::optional<at::Tensor> grad_scale;
-  std::optional<at::Tensor> found_inf;
-};
+namespace acc {
 
 namespace detail {
 /// Whether fused_step knows `optimizer`'s type (torch::optim::Adam, AdamW, SGD or a subclass).

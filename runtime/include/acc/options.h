@@ -11,7 +11,7 @@
 
 #include <acc/detail/bucket_size.h>
 #include <acc/fsdp.h>
-#include <acc/launch.h>
+#include <acc/launch_info.h>
 #include <acc/tracker.h>
 #include <acc/project_configuration.h>
 

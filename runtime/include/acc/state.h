@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include <acc/launch.h>
+#include <acc/launch_info.h>
 #include <acc/options.h>
 
 namespace acc {

@@ -14,7 +14,7 @@
 
 #include <acc/errors.h>
 
-#include "checkpoint/crc32c.h"
+#include "base/crc32c.h"
 #include "checkpoint/file_io.h"
 
 namespace fs = std::filesystem;

@@ -1,7 +1,7 @@
 #pragma once
 // The job's store as every rank sees it in a job with a store secret: a c10d::Store over one
-// authenticated connection to rank 0's gate (comm/store_client.h), which serves the keys itself
-// (comm/store_protocol.h). Gloo, NCCL and acc's rendezvous use it as they would a TCPStore client:
+// authenticated connection to rank 0's gate (comm/gate/store_client.h), which serves the keys itself
+// (comm/gate/store_protocol.h). Gloo, NCCL and acc's rendezvous use it as they would a TCPStore client:
 // the same blocking (get, wait and multiGet wait for their keys up to the timeout) and the same
 // errors (c10::DistStoreError for a timeout or a refused request, c10::DistNetworkError when the
 // connection is lost: NCCL's heartbeat catches that one). The only torch file of the store.
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/store_client.h"
+#include "comm/gate/store_client.h"
 
 namespace acc::detail {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include <acc/launch.h>
+#include <acc/launch_info.h>
 
 namespace acc::detail {
 
@@ -33,7 +33,7 @@ c10::intrusive_ptr<c10d::Backend> make_gloo_backend(const c10::intrusive_ptr<c10
                                                     const GlooDevice& device);
 
 // NCCL and the CUDA queries are in libacc_cuda.so (cuda_module.cpp), which registers them when it is
-// loaded (comm/cuda_support.h). Without it, the functions below throw, saying why it was not loaded.
+// loaded (cuda/cuda_support.h). Without it, the functions below throw, saying why it was not loaded.
 struct CudaModule {
   c10::intrusive_ptr<c10d::Backend> (*make_nccl)(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                                  int size, Milliseconds timeout);

@@ -12,11 +12,11 @@
 
 #include "comm/acc_store.h"
 #include "comm/deadline_store.h"
-#include "comm/gate_handshake.h"
+#include "comm/gate/gate_handshake.h"
 #include "comm/process_group.h"
-#include "comm/store_client.h"
-#include "comm/store_gate.h"
-#include "comm/store_socket.h"
+#include "comm/gate/store_client.h"
+#include "comm/gate/store_gate.h"
+#include "comm/gate/store_socket.h"
 
 namespace acc::detail {
 namespace {
@@ -56,7 +56,7 @@ c10::intrusive_ptr<c10d::TCPStore> serve_on(const ListeningSocket& socket, const
 }
 
 // Rank 0: c10d's store on the reserved or bound socket; with a secret, the gate on that socket,
-// serving the keys itself (comm/store_gate.h): no store listens anywhere else.
+// serving the keys itself (comm/gate/store_gate.h): no store listens anywhere else.
 JoinedStore serve(const LaunchInfo& launch, const Deadline& deadline) {
   ListeningSocket socket = launch.store_listen_fd ? adopt_listening_socket(*launch.store_listen_fd)
                                                   : listen_for_store(launch.master_addr, launch.master_port);

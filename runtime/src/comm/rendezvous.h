@@ -4,7 +4,7 @@
 // that the store belongs to its own job (the job id), and waits until every rank has arrived.
 // Without a secret the store is c10d's TCPStore, open to whoever reaches the port. With one
 // (ACC_STORE_SECRET, which acc-launch sets for every one-machine job) it is rank 0's authenticating
-// gate, which serves the keys itself (comm/store_gate.h), and every rank's store an AccStore
+// gate, which serves the keys itself (comm/gate/store_gate.h), and every rank's store an AccStore
 // (comm/acc_store.h): no port of the job's store answers without the secret.
 // One deadline covers all of it, and each failure names what is missing: rank 0's store, or the
 // ranks that did not arrive.
@@ -13,7 +13,7 @@
 #include <chrono>
 #include <memory>
 
-#include <acc/launch.h>
+#include <acc/launch_info.h>
 
 namespace acc::detail {
 

@@ -4,50 +4,34 @@
 
 #include <ATen/autocast_mode.h>
 #include <ATen/ops/tensor.h>
-#include <torch/nn/utils/clip_grad.h>
 
 #include <algorithm>
 #include <sstream>
 
 #include "checkpoint/state_dict_layout.h"
 #include "checkpoint/training_state.h"
-#include "comm/process_group.h"
-#include "ddp/meta_tensors.h"
-#include "ddp/model_sync.h"
-#include "ddp/reducer.h"
-#include "fsdp/sharded_engine.h"
-#include "fsdp/sharded_grad_clip.h"
-#include "fsdp/sharded_state_dict.h"
+#include "core/parallel_strategies.h"
 #include "hooks/hook_registry.h"
 #include "optim/gradient_state.h"
+#include "parallel/gradient_sync.h"
+#include "parallel/meta_tensors.h"
 #include "tracking/tracker_set.h"
 
 namespace acc {
 
 struct Accelerator::PreparedModel {
   const torch::nn::Module* module = nullptr;
-  std::unique_ptr<detail::Reducer> reducer;  // DDP; null on one process
-  detail::GradientSync* sync = nullptr;      // the DDP or FSDP reducer, null on one process
+  detail::GradientSync* sync = nullptr;  // the strategy's (DDP or FSDP reducer); null on one process
 };
-
-namespace {
-void check_supported(const ResolvedOptions& resolved) {
-  if (resolved.use_fsdp) check_fsdp_supported(resolved.fsdp);
-}
-
-bool shards_gradients(const ResolvedOptions& resolved) {
-  return resolved.use_fsdp && resolved.fsdp.sharding_strategy != ShardingStrategy::NO_SHARD;
-}
-}  // namespace
 
 Accelerator::Accelerator(AcceleratorOptions options)
     : options_(std::move(options)),
       resolved_(resolve_options(options_)),
       state_(options_),
       gradient_state_(std::make_shared<detail::GradientState>()) {
-  check_supported(resolved_);
   configure_mixed_precision();
-  configure_fsdp();
+  strategy_ = detail::make_parallel_strategy({resolved_, options_.ddp(), state_.process_group(), device(),
+                                              state_.launch().local_world_size, gradient_state_->scaler.get()});
   gradient_state_->num_steps = resolved_.gradient_accumulation_steps;
   gradient_state_->sync_with_dataloader = options_.gradient_accumulation_plugin().sync_with_dataloader();
   gradient_state_->sync_each_batch = options_.gradient_accumulation_plugin().sync_each_batch();
@@ -83,29 +67,8 @@ void Accelerator::configure_mixed_precision() {
   }
 }
 
-void Accelerator::configure_fsdp() {
-  if (!resolved_.use_fsdp) return;
-  // Offload copies to and from CUDA only, unless a test forces it (acc/testing.h).
-  const bool offload =
-      resolved_.fsdp.offload_params && (device().is_cuda() || testing::forced_on_cpu().fsdp_offload);
-  if (resolved_.fsdp.offload_params && !offload) {
-    detail::warn("acc: note: FSDP offload_params changes nothing on a CPU run (the shards are already in "
-                 "CPU memory)");
-  }
-  auto* group = state_.process_group();
-  if (group == nullptr || !shards_gradients(resolved_)) return;
-  if (gradient_state_->scaler) {
-    gradient_state_->scaler->set_found_inf_reduction([group](at::Tensor& found) {
-      group->all_reduce_(found, c10d::ReduceOp::MAX, "fp16 overflow check over the FSDP shards");
-    });
-  }
-  fsdp_ = std::make_unique<detail::ShardedEngine>(*group, resolved_.fsdp,
-                                                  state_.launch().local_world_size, offload);
-}
-
 DistributedType Accelerator::distributed_type() const {
-  if (resolved_.use_fsdp && use_distributed()) return DistributedType::FSDP;
-  return state_.distributed_type();
+  return strategy_->distributed_type(state_.distributed_type());
 }
 
 AutocastGuard Accelerator::autocast(bool enabled) const {
@@ -158,20 +121,13 @@ void Accelerator::save_model_weights(const torch::nn::Module& model, const std::
   wait_for_everyone();
 }
 
-// Under FSDP, whatever the number of processes, checkpoints follow fsdp_state_dict_type.
 detail::StateDictLayout& Accelerator::state_dict_layout() {
-  if (!state_dict_layout_) {
-    state_dict_layout_ = resolved_.use_fsdp
-                             ? detail::make_sharded_state_dict_layout(resolved_.fsdp.state_dict_type, fsdp_.get())
-                             : detail::make_plain_state_dict_layout();
-  }
+  if (!state_dict_layout_) state_dict_layout_ = strategy_->make_state_dict_layout();
   return *state_dict_layout_;
 }
 
 bool Accelerator::sync_gradients() const { return gradient_state_->sync_gradients; }
-bool Accelerator::cpu_ram_efficient_loading() const {
-  return resolved_.use_fsdp && resolved_.fsdp.cpu_ram_efficient_loading;
-}
+bool Accelerator::cpu_ram_efficient_loading() const { return strategy_->cpu_ram_efficient_loading(); }
 bool Accelerator::optimizer_step_was_skipped() const { return gradient_state_->step_was_skipped.get(); }
 
 void Accelerator::prepare_model(torch::nn::Module& model) {
@@ -196,25 +152,7 @@ void Accelerator::prepare_model(torch::nn::Module& model) {
     autocast_session_ = std::make_unique<AutocastGuard>(device().type(), autocast_dtype_, true);
     gradient_state_->autocast_active = true;
   }
-  auto* group = state_.process_group();
-  const bool from_rank0 = !fsdp_ || resolved_.fsdp.sync_module_states;
-  const bool built_empty = detail::check_empty_weights(group, first_meta, from_rank0);
-  if (group != nullptr) {
-    detail::check_models_agree(*group, model);
-    if (fsdp_) {
-      // FSDP fills the trainable parameters unit by unit (cpu_ram_efficient_loading).
-      if (from_rank0) {
-        detail::materialize_meta_tensors(model, device(), /*trainable=*/false);
-        detail::broadcast_model_state(*group, model, /*trainable=*/false);
-      }
-      prepared->sync = fsdp_->prepare_model(model, {from_rank0, built_empty, device()});
-    } else {
-      detail::materialize_meta_tensors(model, device(), /*trainable=*/true);
-      detail::broadcast_model_state(*group, model);
-      prepared->reducer = detail::make_reducer(*group, model, options_.ddp());
-      prepared->sync = prepared->reducer.get();
-    }
-  }
+  prepared->sync = strategy_->prepare_model(model, {first_meta, device()});
   models_.push_back(std::move(prepared));
   checkpoints_.add_model(model);
 }
@@ -226,15 +164,9 @@ void Accelerator::prepare_optimizer(torch::optim::Optimizer& optimizer,
       prepared_objects_.end()) {
     return;
   }
-  if (fsdp_ && prepared == nullptr) {
-    throw ConfigError("acc: a plain libtorch optimizer was passed to prepare(), but FSDP "
-                      "SHARD_GRAD_OP must all-gather the parameters after each step. Declare it as "
-                      "acc::Optimizer<YourOptimizer> (same constructor arguments), e.g. "
-                      "acc::Optimizer<torch::optim::Adam> optimizer(model->parameters(), 1e-3);");
-  }
+  auto controller = strategy_->prepare_optimizer(
+      optimizer, prepared != nullptr ? detail::make_optimizer_controller(gradient_state_) : nullptr);
   if (prepared != nullptr) {
-    auto controller = detail::make_optimizer_controller(gradient_state_);
-    if (fsdp_) controller = fsdp_->prepare_optimizer(optimizer, std::move(controller));
     prepared->attach_controller(std::move(controller));
   } else if (gradient_state_->num_steps > 1 || gradient_state_->scaler) {
     throw ConfigError(std::string("acc: a plain libtorch optimizer was passed to prepare(), but ") +
@@ -322,31 +254,19 @@ void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradi
 }
 
 FullParametersGuard Accelerator::summon_full_params(const torch::nn::Module& model, bool writeback) {
-  if (!fsdp_) return {};
-  return fsdp_->full_parameters(model, writeback);
+  return strategy_->full_parameters(model, writeback);
 }
 
 double Accelerator::clip_grad_norm_(const std::vector<torch::Tensor>& parameters, double max_norm,
                                     double norm_type) {
   unscale_gradients();
-  if (fsdp_) {
-    if (auto grads = fsdp_->shard_gradients(parameters)) {
-      return detail::clip_sharded_grad_norm_(*grads, fsdp_->shard_group(), max_norm, norm_type);
-    }
-  }
-  return torch::nn::utils::clip_grad_norm_(parameters, max_norm, norm_type);
+  return strategy_->clip_grad_norm_(parameters, max_norm, norm_type);
 }
 
 void Accelerator::clip_grad_value_(const std::vector<torch::Tensor>& parameters,
                                    double clip_value) {
   unscale_gradients();
-  if (fsdp_) {
-    if (auto grads = fsdp_->shard_gradients(parameters)) {
-      for (auto& g : *grads) g.clamp_(-clip_value, clip_value);
-      return;
-    }
-  }
-  torch::nn::utils::clip_grad_value_(parameters, clip_value);
+  strategy_->clip_grad_value_(parameters, clip_value);
 }
 
 bool Accelerator::check_trigger() {
@@ -358,12 +278,11 @@ bool Accelerator::check_trigger() {
 
 void Accelerator::end_training() {
   trackers_->finish();
-  // FULL_SHARD: the models leave whole, usable without the process group.
-  if (fsdp_) fsdp_->gather_all();
+  strategy_->end_training();
   state_.wait_for_everyone();
-  models_.clear();  // reducers hold the process group
-  state_dict_layout_.reset();  // it points into the FSDP engine
-  fsdp_.reset();
+  models_.clear();
+  state_dict_layout_.reset();  // FSDP's points into the strategy
+  strategy_->release();        // its reducers hold the process group
   autocast_session_.reset();
   gradient_state_->autocast_active = false;
   PartialState::destroy();

@@ -1,30 +1,17 @@
-// The non-template parts of the prepared data loader: its place on the GradientState's stack of
-// active loaders, the seed all ranks shuffle with, and the check that ranks agree on the order.
-#include <acc/accelerator.h>
-#include <acc/detail/data_loader_state.h>
+// The non-template parts of the prepared data loader: the seed all ranks shuffle with, and the
+// check that ranks agree on the order.
+#include <acc/data_loader.h>
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/tensor.h>
 
-#include <algorithm>
 #include <string>
 
 #include <acc/collectives.h>
 #include <acc/errors.h>
 #include <acc/state.h>
 
-#include "optim/gradient_state.h"
-
 namespace acc::detail {
-
-void begin_dataloader(GradientState& state, const DataLoaderState* loader) {
-  state.active_dataloaders.push_back(loader);
-}
-
-void end_dataloader(GradientState& state, const DataLoaderState* loader) {
-  auto& active = state.active_dataloaders;
-  active.erase(std::remove(active.begin(), active.end(), loader), active.end());
-}
 
 uint64_t shared_data_seed() {
   // Drawn like Accelerate's prepare_data_loader draws its sampler seed, so acc::set_seed
@@ -51,26 +38,3 @@ void check_same_index_stream(uint64_t fingerprint, uint64_t epoch) {
 }
 
 }  // namespace acc::detail
-
-namespace acc {
-
-detail::LoaderContext Accelerator::loader_context() const {
-  detail::LoaderContext context;
-  if (options_.device_placement()) context.device = device();
-  // Host-to-GPU copies of batches overlap compute: pinned staging, non-blocking copy.
-  context.non_blocking = device().is_cuda();
-  context.gradient_state = gradient_state_;
-  context.shard.num_processes = num_processes();
-  context.shard.process_index = process_index();
-  context.shard.split_batches = options_.split_batches();
-  context.shard.even_batches = options_.even_batches();
-  return context;
-}
-
-int64_t Accelerator::samples_to_keep_for_metrics() const {
-  const auto& state = *gradient_state_;
-  if (!state.end_of_dataloader() || state.remainder() <= 0) return -1;
-  return state.remainder();
-}
-
-}  // namespace acc

@@ -1,13 +1,11 @@
 #include "ddp/reducer.h"
 
-#include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/set.h>
 #include <ATen/ops/zeros.h>
 #include <c10/core/GradMode.h>
 
-#include <map>
 #include <sstream>
 
 #include <acc/detail/bucket_size.h>
@@ -15,6 +13,7 @@
 
 #include "comm/process_group.h"
 #include "ddp/bucket_plan.h"
+#include "parallel/model_sync.h"
 
 namespace acc::detail {
 
@@ -240,26 +239,6 @@ void Reducer::reset() {
     }
   }
   next_to_launch_ = 0;
-}
-
-void broadcast_coalesced(ProcessGroup& group, const std::vector<at::Tensor>& tensors, int root,
-                         const std::string& what) {
-  c10::NoGradGuard no_grad;
-  std::map<std::pair<int, std::string>, std::vector<at::Tensor>> by_kind;
-  for (const auto& t : tensors) {
-    by_kind[{static_cast<int>(t.scalar_type()), t.device().str()}].push_back(t);
-  }
-  for (auto& [kind, group_tensors] : by_kind) {
-    std::vector<at::Tensor> flat_parts;
-    for (const auto& t : group_tensors) flat_parts.push_back(t.reshape({-1}));
-    auto flat = at::cat(flat_parts);
-    group.broadcast_(flat, root, what);
-    int64_t offset = 0;
-    for (auto& t : group_tensors) {
-      t.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
-      offset += t.numel();
-    }
-  }
 }
 
 }  // namespace acc::detail

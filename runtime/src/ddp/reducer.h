@@ -12,7 +12,7 @@
 
 #include <acc/options.h>
 
-#include "ddp/gradient_sync.h"
+#include "parallel/gradient_sync.h"
 
 namespace acc::detail {
 
@@ -65,9 +65,5 @@ class Reducer : public GradientSync {
   std::vector<bool> used_;
   size_t next_to_launch_ = 0;
 };
-
-/// Broadcasts `tensors` from `root` in one message per dtype (coalesced), in place.
-void broadcast_coalesced(ProcessGroup& group, const std::vector<at::Tensor>& tensors, int root,
-                         const std::string& what);
 
 }  // namespace acc::detail

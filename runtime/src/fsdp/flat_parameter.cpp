@@ -9,7 +9,7 @@
 
 #include <acc/detail/bucket_size.h>
 
-#include "ddp/meta_tensors.h"
+#include "parallel/meta_tensors.h"
 #include "fsdp/unit_memory.h"
 
 namespace acc::detail {

@@ -15,7 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "ddp/gradient_sync.h"
+#include "parallel/gradient_sync.h"
 #include "fsdp/flat_parameter.h"
 
 namespace acc::detail {

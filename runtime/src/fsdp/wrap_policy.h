@@ -8,7 +8,7 @@
 
 #include <acc/fsdp.h>
 
-#include "ddp/gradient_sync.h"
+#include "parallel/gradient_sync.h"
 #include "hooks/module_type.h"  // module_type_matches: TRANSFORMER_BASED_WRAP's test
 
 namespace acc::detail {

@@ -16,7 +16,7 @@
 #include <mutex>
 
 #include "comm/state_slot.h"
-#include "comm/store_gate.h"
+#include "comm/gate/store_gate.h"
 #include "launch/fork_safety.h"
 #include "launch/listen_socket.h"
 #include "launch/rank_environment.h"

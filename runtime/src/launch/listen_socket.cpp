@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "comm/store_socket.h"
+#include "comm/gate/store_socket.h"
 
 namespace acc::detail {
 

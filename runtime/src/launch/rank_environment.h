@@ -17,7 +17,7 @@ struct JobEnvironment {
   std::string master_addr;
   int master_port = 0;
   std::string job_id;
-  /// ACC_STORE_SECRET of every rank (comm/store_gate.h): the store admits only this job's ranks, as
+  /// ACC_STORE_SECRET of every rank (comm/gate/store_gate.h): the store admits only this job's ranks, as
   /// acc-launch's one-machine jobs do.
   std::string store_secret;
   MixedPrecision mixed_precision = MixedPrecision::NO;

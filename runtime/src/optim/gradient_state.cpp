@@ -2,6 +2,8 @@
 
 #include <ATen/autocast_mode.h>
 
+#include <algorithm>
+
 namespace acc::detail {
 
 namespace {
@@ -83,6 +85,16 @@ std::shared_ptr<OptimizerController> make_optimizer_controller(
 std::shared_ptr<SchedulerController> make_scheduler_controller(
     std::shared_ptr<GradientState> state) {
   return std::make_shared<AcceleratedSchedulerController>(std::move(state));
+}
+
+// Accelerate's GradientState._add_dataloader / _remove_dataloader.
+void begin_dataloader(GradientState& state, const DataLoaderState* loader) {
+  state.active_dataloaders.push_back(loader);
+}
+
+void end_dataloader(GradientState& state, const DataLoaderState* loader) {
+  auto& active = state.active_dataloaders;
+  active.erase(std::remove(active.begin(), active.end(), loader), active.end());
 }
 
 }  // namespace acc::detail

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "checkpoint/crc32c.h"
+#include "base/crc32c.h"
 
 namespace acc::detail::tensorboard {
 

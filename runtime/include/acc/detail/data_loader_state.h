@@ -1,6 +1,7 @@
 #pragma once
-// The state a prepared data loader shares with its Accelerator while it is iterated (kept apart
-// from data_loader.h so that the Accelerator's internals need no torch/data headers).
+// The state a prepared data loader shares with its Accelerator while it is iterated: the
+// GradientState (optim/) keeps a stack of them. Kept apart from data_loader.h so that the
+// Accelerator's internals need no torch/data headers.
 #include <cstdint>
 
 namespace acc {
@@ -20,10 +21,6 @@ struct GradientState;
 /// Pushes / removes `loader` on the stack of loaders being iterated (innermost last).
 void begin_dataloader(GradientState& state, const DataLoaderState* loader);
 void end_dataloader(GradientState& state, const DataLoaderState* loader);
-/// A seed drawn by rank 0 from torch's default generator and broadcast (collective).
-uint64_t shared_data_seed();
-/// Throws DistributedError when ranks drew different index streams (no-op on one process).
-void check_same_index_stream(uint64_t fingerprint, uint64_t epoch);
 }  // namespace detail
 
 }  // namespace acc
