@@ -20,10 +20,25 @@ std::string upper(std::string text) {
   return text;
 }
 
-// The enums of acc/fsdp.h list their values in the order of the shared vocabulary
-// (acc_common/fsdp_vocabulary.h), which is also what acc-launch exports: a value's name is its index.
+// Each enum's names, which to_string writes and parse_* reads: the shared vocabulary's list
+// (acc_common/fsdp_vocabulary.h), which is also what acc-launch exports and lists the values in the
+// enum's order (a value's name is at its index), and what parse errors call the enum.
 template <typename Enum>
-std::string name_of(Enum value, const std::vector<std::string>& names) {
+struct EnumNames {
+  const std::vector<std::string>& (*names)();
+  const char* what;
+  const char* also_accepted;  // after the list of names in parse errors
+};
+
+constexpr EnumNames<ShardingStrategy> kShardingStrategyNames{common::sharding_strategies, "sharding strategy",
+                                                             " (or Accelerate's numbers 1-5)"};
+constexpr EnumNames<StateDictType> kStateDictTypeNames{common::state_dict_types, "state dict type", ""};
+constexpr EnumNames<AutoWrapPolicy> kAutoWrapPolicyNames{common::auto_wrap_policies, "auto wrap policy", ""};
+constexpr EnumNames<BackwardPrefetch> kBackwardPrefetchNames{common::backward_prefetches, "backward prefetch", ""};
+
+template <typename Enum>
+std::string name_of(Enum value, const EnumNames<Enum>& table) {
+  const auto& names = table.names();
   const auto index = static_cast<size_t>(value);
   return index < names.size() ? names[index] : "?";
 }
@@ -34,44 +49,43 @@ std::string joined(const std::vector<std::string>& names) {
   return out;
 }
 
-// `text` (any case) as one of `names`; throws ConfigError naming `what`, the source and the choices.
+// `text` (any case) as one of the table's names; throws ConfigError naming the enum, the source and the
+// choices.
 template <typename Enum>
-Enum parse_name(const std::string& text, const std::vector<std::string>& names, const std::string& what,
-                const std::string& source, const std::string& also = "") {
+Enum parse_name(const std::string& text, const EnumNames<Enum>& table, const std::string& source) {
+  const auto& names = table.names();
   const auto value = upper(text);
   for (size_t i = 0; i < names.size(); ++i) {
     if (value == names[i]) return static_cast<Enum>(i);
   }
-  throw ConfigError("acc: unknown FSDP " + what + " '" + text + "' (" + source + "); expected one of " +
-                    joined(names) + also);
+  throw ConfigError("acc: unknown FSDP " + std::string(table.what) + " '" + text + "' (" + source +
+                    "); expected one of " + joined(names) + table.also_accepted);
 }
 }  // namespace
 
-std::string to_string(ShardingStrategy value) { return name_of(value, common::sharding_strategies()); }
+std::string to_string(ShardingStrategy value) { return name_of(value, kShardingStrategyNames); }
 
-std::string to_string(StateDictType value) { return name_of(value, common::state_dict_types()); }
+std::string to_string(StateDictType value) { return name_of(value, kStateDictTypeNames); }
 
-std::string to_string(AutoWrapPolicy value) { return name_of(value, common::auto_wrap_policies()); }
+std::string to_string(AutoWrapPolicy value) { return name_of(value, kAutoWrapPolicyNames); }
 
-AutoWrapPolicy parse_auto_wrap_policy(const std::string& text, const std::string& source) {
-  return parse_name<AutoWrapPolicy>(text, common::auto_wrap_policies(), "auto wrap policy", source);
-}
-
-std::string to_string(BackwardPrefetch value) { return name_of(value, common::backward_prefetches()); }
-
-BackwardPrefetch parse_backward_prefetch(const std::string& text, const std::string& source) {
-  return parse_name<BackwardPrefetch>(text, common::backward_prefetches(), "backward prefetch", source);
-}
+std::string to_string(BackwardPrefetch value) { return name_of(value, kBackwardPrefetchNames); }
 
 ShardingStrategy parse_sharding_strategy(const std::string& text, const std::string& source) {
-  const auto& names = common::sharding_strategies();
   const std::string* named = common::sharding_strategy_from_number(upper(text));
-  return parse_name<ShardingStrategy>(named ? *named : text, names, "sharding strategy", source,
-                                      " (or Accelerate's numbers 1-5)");
+  return parse_name(named ? *named : text, kShardingStrategyNames, source);
 }
 
 StateDictType parse_state_dict_type(const std::string& text, const std::string& source) {
-  return parse_name<StateDictType>(text, common::state_dict_types(), "state dict type", source);
+  return parse_name(text, kStateDictTypeNames, source);
+}
+
+AutoWrapPolicy parse_auto_wrap_policy(const std::string& text, const std::string& source) {
+  return parse_name(text, kAutoWrapPolicyNames, source);
+}
+
+BackwardPrefetch parse_backward_prefetch(const std::string& text, const std::string& source) {
+  return parse_name(text, kBackwardPrefetchNames, source);
 }
 
 namespace {

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
+#include <string>
 
 namespace acc {
 
@@ -14,39 +16,65 @@ std::string lower(std::string text) {
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return text;
 }
+
+// Each enum's values and their names, which to_string writes and parse_* reads.
+template <typename Enum>
+struct Named {
+  Enum value;
+  const char* name;
+};
+
+constexpr Named<MixedPrecision> kMixedPrecisionNames[] = {
+    {MixedPrecision::NO, "no"},
+    {MixedPrecision::FP16, "fp16"},
+    {MixedPrecision::BF16, "bf16"},
+};
+
+constexpr Named<DistributedType> kDistributedTypeNames[] = {
+    {DistributedType::NO, "NO"},
+    {DistributedType::MULTI_CPU, "MULTI_CPU"},
+    {DistributedType::MULTI_GPU, "MULTI_GPU"},
+    {DistributedType::FSDP, "FSDP"},
+};
+
+template <typename Enum, size_t N>
+std::string name_of(Enum value, const Named<Enum> (&table)[N]) {
+  for (const auto& row : table) {
+    if (row.value == value) return row.name;
+  }
+  return "?";
+}
+
+template <typename Enum, size_t N>
+std::optional<Enum> value_named(const std::string& name, const Named<Enum> (&table)[N]) {
+  for (const auto& row : table) {
+    if (row.name == name) return row.value;
+  }
+  return std::nullopt;
+}
+
+template <typename Enum, size_t N>
+std::string names_of(const Named<Enum> (&table)[N]) {
+  std::string out;
+  for (const auto& row : table) out += (out.empty() ? "" : ", ") + std::string(row.name);
+  return out;
+}
 }  // namespace
 
-std::string to_string(MixedPrecision value) {
-  switch (value) {
-    case MixedPrecision::NO: return "no";
-    case MixedPrecision::FP16: return "fp16";
-    case MixedPrecision::BF16: return "bf16";
-  }
-  return "?";
-}
+std::string to_string(MixedPrecision value) { return name_of(value, kMixedPrecisionNames); }
 
-std::string to_string(DistributedType value) {
-  switch (value) {
-    case DistributedType::NO: return "NO";
-    case DistributedType::MULTI_CPU: return "MULTI_CPU";
-    case DistributedType::MULTI_GPU: return "MULTI_GPU";
-    case DistributedType::FSDP: return "FSDP";
-  }
-  return "?";
-}
+std::string to_string(DistributedType value) { return name_of(value, kDistributedTypeNames); }
 
 MixedPrecision parse_mixed_precision(const std::string& text, const std::string& source) {
   auto value = lower(text);
-  if (value == "no") return MixedPrecision::NO;
-  if (value == "fp16") return MixedPrecision::FP16;
-  if (value == "bf16") return MixedPrecision::BF16;
+  if (const auto named = value_named(value, kMixedPrecisionNames)) return *named;
   // acc-launch refuses the same before starting the ranks (acc_common/refused_settings.h).
   if (const auto refusal = common::refuse_mixed_precision(value)) {
     throw ConfigError("acc: mixed precision '" + text + "' (" + source + ") is not supported: " + refusal->why +
                       "; " + refusal->fix);
   }
-  throw ConfigError("acc: unknown mixed precision '" + text + "' (" + source +
-                    "); expected one of no, fp16, bf16");
+  throw ConfigError("acc: unknown mixed precision '" + text + "' (" + source + "); expected one of " +
+                    names_of(kMixedPrecisionNames));
 }
 
 bool parse_env_bool(const std::string& name, const std::string& value) {

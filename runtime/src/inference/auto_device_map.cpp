@@ -339,208 +339,257 @@ void clean_device_map(DeviceEntries& entries, const std::string& module_name) {
 // ---------------------------------------------------------------------------------------------
 // infer_auto_device_map
 
-DeviceEntries tree_infer_device_map(const ModuleTree& tree, const PlacementOptions& options) {
-  std::ostream* log = options.verbose;
-  const auto& classes = options.no_split_module_classes;
+namespace {
 
-  // _init_infer_auto_device_map
-  std::vector<std::string> devices;
-  std::unordered_map<std::string, int64_t> max_memory;
-  for (const auto& [device, bytes] : options.max_memory) {
-    devices.push_back(device);
-    max_memory[device] = limit_bits(bytes);
+// One item as the loop tries it on the current device: its size, what is tied to it, and the room
+// the device has for it.
+struct Candidate {
+  Item item;
+  int64_t module_size = 0;
+  std::vector<std::string> tied_params;  // tied to a parameter inside the item, themselves outside it
+  std::vector<Item> tied_items;          // for each tied parameter, the remaining item that holds it
+  std::vector<std::string> tied_names;   // those items' names
+  int64_t size_with_ties = 0;            // the item's size and its tied items', less the tied parameters
+  std::string device;
+  bool unlimited = false;  // "disk"
+  int64_t current_max_size = 0;
+  int64_t reserved = 0;  // kept free for the largest layer on a main device
+};
+
+// The state of Accelerate's infer_auto_device_map loop: the items left (modules and tensors, in
+// order), the devices and how much each holds, and the largest layer still to place.
+class Placer {
+ public:
+  Placer(const ModuleTree& tree, const PlacementOptions& options)
+      : tree_(tree),
+        options_(options),
+        log_(options.verbose),
+        sizes_(tree_module_sizes(tree, options.dtype_bits)),
+        tied_parameters_(tree_tied_parameters(tree)) {
+    init_devices();
+    // The root's direct parameters, children, then buffers.
+    for (const auto* p : own(tree.modules[0].parameters)) items_.push_back({p->name, kTensor});
+    for (const auto& [name, child] : named_children(tree, 0)) items_.push_back({name, child});
+    for (const auto* b : own(tree.modules[0].buffers)) items_.push_back({b->name, kTensor});
+    auto [layer_size, layer_names] = max_layer_size(tree_, items_, sizes_, classes());
+    max_layer_ = static_cast<int64_t>(layer_size);
+    max_layer_names_ = std::move(layer_names);
   }
-  if (std::find(devices.begin(), devices.end(), "disk") == devices.end()) devices.push_back("disk");
-  std::vector<std::string> gpus;
-  for (const auto& d : devices) {
-    if (d != "cpu" && d != "disk") gpus.push_back(d);
-  }
-  const std::vector<std::string> main_devices =
-      gpus.empty() ? std::vector<std::string>{"cpu"} : std::vector<std::string>{gpus.front(), "cpu"};
 
-  const SizeTable sizes = tree_module_sizes(tree, options.dtype_bits);
-  const auto tied_parameters = tree_tied_parameters(tree);
-
-  // The root's direct parameters, children, then buffers.
-  std::vector<Item> items;
-  for (const auto* p : own(tree.modules[0].parameters)) items.push_back({p->name, kTensor});
-  for (const auto& [name, child] : named_children(tree, 0)) items.push_back({name, child});
-  for (const auto* b : own(tree.modules[0].buffers)) items.push_back({b->name, kTensor});
-
-  DeviceEntries device_map;
-  auto assign = [&](const std::string& name, const std::string& device) {
-    auto found = std::find_if(device_map.begin(), device_map.end(), [&](const auto& e) { return e.first == name; });
-    if (found != device_map.end()) {
-      found->second = device;
-    } else {
-      device_map.emplace_back(name, device);
+  DeviceEntries place() {
+    while (!items_.empty()) {
+      const Candidate candidate = next_candidate();
+      if (fits(candidate)) {
+        put(candidate);
+      } else if (!split_a_tied_module(candidate) && !split_module(candidate)) {
+        move_to_next_device(candidate);
+      }
     }
-  };
-  size_t current_device = 0;
-  std::unordered_map<std::string, int64_t> used;
-  for (const auto& d : devices) used[d] = 0;
-  std::unordered_map<std::string, int64_t> buffer_sizes;
-  std::vector<std::pair<std::string, int64_t>> minimum_assignment;
+    if (options_.clean_result) clean_device_map(device_map_);
+    warn_about_buffers();
+    log_minimum_assignment();
+    return std::move(device_map_);
+  }
 
-  auto [layer_size, layer_names] = max_layer_size(tree, items, sizes, classes);
-  int64_t max_layer = static_cast<int64_t>(layer_size);
-  std::vector<std::string> max_layer_names = std::move(layer_names);
-  auto update_max_layer = [&] {
-    auto [size, names] = max_layer_size(tree, module_items(items), sizes, classes);
-    max_layer = static_cast<int64_t>(size);
-    max_layer_names = std::move(names);
-  };
+ private:
+  const std::vector<std::string>& classes() const { return options_.no_split_module_classes; }
 
-  while (!items.empty()) {
-    const Item item = items.front();
-    items.erase(items.begin());
-    const std::string& name = item.name;
-    if (log) *log << "\nTreating module " << name << ".\n";
+  // Accelerate's _init_infer_auto_device_map: the devices in order, disk last, and which of them
+  // run offloaded layers (GPU 0 and the CPU).
+  void init_devices() {
+    for (const auto& [device, bytes] : options_.max_memory) {
+      devices_.push_back(device);
+      max_memory_[device] = limit_bits(bytes);
+    }
+    if (std::find(devices_.begin(), devices_.end(), "disk") == devices_.end()) devices_.push_back("disk");
+    for (const auto& d : devices_) {
+      if (d != "cpu" && d != "disk") gpus_.push_back(d);
+    }
+    main_devices_ = gpus_.empty() ? std::vector<std::string>{"cpu"} : std::vector<std::string>{gpus_.front(), "cpu"};
+    for (const auto& d : devices_) used_[d] = 0;
+  }
+
+  void update_max_layer() {
+    auto [size, names] = max_layer_size(tree_, module_items(items_), sizes_, classes());
+    max_layer_ = static_cast<int64_t>(size);
+    max_layer_names_ = std::move(names);
+  }
+
+  // Takes the first item left and sizes it up against the current device.
+  Candidate next_candidate() {
+    Candidate c;
+    c.item = items_.front();
+    items_.erase(items_.begin());
+    const std::string& name = c.item.name;
+    if (log_) *log_ << "\nTreating module " << name << ".\n";
     // The largest remaining layer may have changed now that this one is taken.
-    max_layer_names.erase(std::remove_if(max_layer_names.begin(), max_layer_names.end(),
-                                         [&](const std::string& n) { return n == name || starts_with(n, name + "."); }),
-                          max_layer_names.end());
-    if (max_layer_names.empty()) update_max_layer();
-    const int64_t module_size = static_cast<int64_t>(sizes.at(name));
+    max_layer_names_.erase(std::remove_if(max_layer_names_.begin(), max_layer_names_.end(),
+                                          [&](const std::string& n) { return n == name || starts_with(n, name + "."); }),
+                           max_layer_names_.end());
+    if (max_layer_names_.empty()) update_max_layer();
+    c.module_size = static_cast<int64_t>(sizes_.at(name));
+    c.tied_params = tied_params_of(name);
 
-    // Tied groups with a parameter inside this module and one outside; the outside ones come along.
-    std::vector<std::string> tied_params;
+    c.device = devices_[current_device_];
+    c.unlimited = c.device == "disk";
+    c.current_max_size = c.unlimited ? 0 : max_memory_.at(c.device);
+    // Keep room for the largest layer on the main devices (GPU 0 and the CPU run offloaded layers).
+    if (std::find(main_devices_.begin(), main_devices_.end(), c.device) != main_devices_.end()) {
+      c.current_max_size -= max_layer_;
+      c.reserved = max_layer_;
+    }
+    add_ties(c);
+    return c;
+  }
+
+  // Tied groups with a parameter inside the module `name` and one outside; the outside ones come along.
+  std::vector<std::string> tied_params_of(const std::string& name) const {
     std::vector<const std::vector<std::string>*> tied_groups;
-    for (const auto& group : tied_parameters) {
+    for (const auto& group : tied_parameters_) {
       const bool any = std::any_of(group.begin(), group.end(), [&](const std::string& k) { return inside(name, k); });
       const bool all = std::all_of(group.begin(), group.end(), [&](const std::string& k) { return inside(name, k); });
       if (any && !all) tied_groups.push_back(&group);
     }
+    std::vector<std::string> tied_params;
     for (const auto* group : tied_groups) {
       for (const auto& p : *group) {
         if (!inside(name, p)) tied_params.push_back(p);
       }
     }
-    if (log && !tied_groups.empty()) {
-      *log << "  Found the relevant tied param groups [";
-      for (size_t i = 0; i < tied_groups.size(); ++i) *log << (i ? ", " : "") << names_text(*tied_groups[i]);
-      *log << "]\n";
+    if (log_ && !tied_groups.empty()) {
+      *log_ << "  Found the relevant tied param groups [";
+      for (size_t i = 0; i < tied_groups.size(); ++i) *log_ << (i ? ", " : "") << names_text(*tied_groups[i]);
+      *log_ << "]\n";
     }
-    if (log && !tied_params.empty())
-      *log << "  So those parameters need to be taken into account " << names_text(tied_params) << "\n";
-
-    const std::string device = devices[current_device];
-    const bool unlimited = device == "disk";
-    int64_t current_max_size = unlimited ? 0 : max_memory.at(device);
-    int64_t reserved = 0;
-    // Keep room for the largest layer on the main devices (GPU 0 and the CPU run offloaded layers).
-    if (std::find(main_devices.begin(), main_devices.end(), device) != main_devices.end()) {
-      current_max_size -= max_layer;
-      reserved = max_layer;
-    }
-
-    // get_module_size_with_ties: each tied parameter brings the first remaining item that holds it.
-    int64_t size_with_ties = module_size;
-    std::vector<Item> tied_items;
-    for (const auto& p : tied_params) {
-      auto holder =
-          std::find_if(items.begin(), items.end(), [&](const Item& i) { return starts_with(p, i.name + "."); });
-      if (holder == items.end()) {
-        throw Error("acc: infer_auto_device_map: the parameter '" + p + "' is tied to one in '" + name +
-                    "' but is in no module left to place (Accelerate fails here too, with an IndexError)");
-      }
-      tied_items.push_back(*holder);
-    }
-    for (size_t i = 0; i < tied_params.size(); ++i) {
-      size_with_ties +=
-          static_cast<int64_t>(sizes.at(tied_items[i].name)) - static_cast<int64_t>(sizes.at(tied_params[i]));
-    }
-    std::vector<std::string> tied_names;
-    for (const auto& t : tied_items) tied_names.push_back(t.name);
-
-    // The module and the modules tied to it fit on this device.
-    if (unlimited || used[device] + size_with_ties <= current_max_size) {
-      if (log) {
-        *log << "Putting " << name;
-        if (!tied_names.empty()) {
-          *log << " and " << names_text(tied_names);
-        } else {
-          *log << " (size=" << bytes_text(module_size) << ")";
-        }
-        if (!unlimited) *log << " (available=" << bytes_text(current_max_size - used[device]) << ")";
-        *log << " on " << device_label(device) << ".\n";
-      }
-      used[device] += size_with_ties;
-      assign(name, device);
-      for (const auto& tied_name : tied_names) {
-        auto found = std::find_if(items.begin(), items.end(), [&](const Item& i) { return i.name == tied_name; });
-        if (found != items.end()) items.erase(found);
-        assign(tied_name, device);
-      }
-      if (!options.offload_buffers && item.module != kTensor) {
-        buffer_sizes[device] +=
-            static_cast<int64_t>(tree_module_sizes(tree, options.dtype_bits, item.module, true).at(""));
-      }
-      continue;
-    }
-
-    // The module alone fits: split one of the tied modules if one can be split.
-    if (!tied_params.empty() && used[device] + module_size <= current_max_size) {
-      if (log) {
-        *log << "Not enough space on " << device_label(device) << " to put " << name << " and "
-             << names_text(tied_names) << " (space available " << bytes_text(current_max_size - used[device])
-             << ", needed size " << bytes_text(size_with_ties) << ").\n";
-      }
-      bool split_happened = false;
-      for (const auto& tied : tied_items) {
-        if (child_items(tree, tied).empty() || no_split(tree, tied, classes)) continue;
-        if (log) *log << "Splitting " << tied.name << ".\n";
-        const auto pieces = split_items(tree, tied);
-        auto at = std::find_if(items.begin(), items.end(), [&](const Item& i) { return i.name == tied.name; });
-        std::vector<Item> next{item};
-        next.insert(next.end(), items.begin(), at);
-        next.insert(next.end(), pieces.begin(), pieces.end());
-        next.insert(next.end(), at + 1, items.end());
-        items = std::move(next);
-        update_max_layer();
-        split_happened = true;
-        break;
-      }
-      if (split_happened) continue;
-      if (log) *log << "None of the tied module can be split, going to the next device.\n";
-    }
-
-    // The module does not fit: split it, or go to the next device.
-    if (used[device] + module_size >= current_max_size) {
-      if (log) {
-        *log << "Not enough space on " << device_label(device) << " to put " << name << " (space available "
-             << bytes_text(current_max_size - used[device]) << ", module size " << bytes_text(module_size) << ").\n";
-      }
-      if (child_items(tree, item).empty() || no_split(tree, item, classes)) {
-        if (log) *log << "This module cannot be split, going to the next device.\n";
-      } else {
-        if (log) *log << "Splitting " << name << ".\n";
-        auto pieces = split_items(tree, item);
-        items.insert(items.begin(), pieces.begin(), pieces.end());
-        update_max_layer();
-        continue;
-      }
-    }
-
-    if (used[device] == 0) minimum_assignment.emplace_back(device, size_with_ties + reserved);
-    used[device] += reserved;
-    ++current_device;
-    if (current_device >= devices.size()) {
-      throw Error("acc: infer_auto_device_map: no device left for '" + name + "' (disk must be the last device)");
-    }
-    items.insert(items.begin(), item);
+    if (log_ && !tied_params.empty())
+      *log_ << "  So those parameters need to be taken into account " << names_text(tied_params) << "\n";
+    return tied_params;
   }
 
-  if (options.clean_result) clean_device_map(device_map);
+  // get_module_size_with_ties: each tied parameter brings the first remaining item that holds it.
+  void add_ties(Candidate& c) const {
+    c.size_with_ties = c.module_size;
+    for (const auto& p : c.tied_params) {
+      auto holder =
+          std::find_if(items_.begin(), items_.end(), [&](const Item& i) { return starts_with(p, i.name + "."); });
+      if (holder == items_.end()) {
+        throw Error("acc: infer_auto_device_map: the parameter '" + p + "' is tied to one in '" + c.item.name +
+                    "' but is in no module left to place (Accelerate fails here too, with an IndexError)");
+      }
+      c.tied_items.push_back(*holder);
+    }
+    for (size_t i = 0; i < c.tied_params.size(); ++i) {
+      c.size_with_ties +=
+          static_cast<int64_t>(sizes_.at(c.tied_items[i].name)) - static_cast<int64_t>(sizes_.at(c.tied_params[i]));
+    }
+    for (const auto& t : c.tied_items) c.tied_names.push_back(t.name);
+  }
+
+  int64_t available(const Candidate& c) { return c.current_max_size - used_[c.device]; }
+
+  // The module and the modules tied to it fit on this device.
+  bool fits(const Candidate& c) { return c.unlimited || used_[c.device] + c.size_with_ties <= c.current_max_size; }
+
+  void put(const Candidate& c) {
+    if (log_) {
+      *log_ << "Putting " << c.item.name;
+      if (!c.tied_names.empty()) {
+        *log_ << " and " << names_text(c.tied_names);
+      } else {
+        *log_ << " (size=" << bytes_text(c.module_size) << ")";
+      }
+      if (!c.unlimited) *log_ << " (available=" << bytes_text(available(c)) << ")";
+      *log_ << " on " << device_label(c.device) << ".\n";
+    }
+    used_[c.device] += c.size_with_ties;
+    assign(c.item.name, c.device);
+    for (const auto& tied_name : c.tied_names) {
+      auto found = std::find_if(items_.begin(), items_.end(), [&](const Item& i) { return i.name == tied_name; });
+      if (found != items_.end()) items_.erase(found);
+      assign(tied_name, c.device);
+    }
+    if (!options_.offload_buffers && c.item.module != kTensor) {
+      buffer_sizes_[c.device] +=
+          static_cast<int64_t>(tree_module_sizes(tree_, options_.dtype_bits, c.item.module, true).at(""));
+    }
+  }
+
+  void assign(const std::string& name, const std::string& device) {
+    auto found = std::find_if(device_map_.begin(), device_map_.end(), [&](const auto& e) { return e.first == name; });
+    if (found != device_map_.end()) {
+      found->second = device;
+    } else {
+      device_map_.emplace_back(name, device);
+    }
+  }
+
+  // The module alone fits: split the first of its tied modules that can be split, and try the module
+  // again. False when it has no ties, does not fit alone, or none of them splits.
+  bool split_a_tied_module(const Candidate& c) {
+    if (c.tied_params.empty() || used_[c.device] + c.module_size > c.current_max_size) return false;
+    if (log_) {
+      *log_ << "Not enough space on " << device_label(c.device) << " to put " << c.item.name << " and "
+            << names_text(c.tied_names) << " (space available " << bytes_text(available(c)) << ", needed size "
+            << bytes_text(c.size_with_ties) << ").\n";
+    }
+    for (const auto& tied : c.tied_items) {
+      if (child_items(tree_, tied).empty() || no_split(tree_, tied, classes())) continue;
+      if (log_) *log_ << "Splitting " << tied.name << ".\n";
+      const auto pieces = split_items(tree_, tied);
+      auto at = std::find_if(items_.begin(), items_.end(), [&](const Item& i) { return i.name == tied.name; });
+      std::vector<Item> next{c.item};
+      next.insert(next.end(), items_.begin(), at);
+      next.insert(next.end(), pieces.begin(), pieces.end());
+      next.insert(next.end(), at + 1, items_.end());
+      items_ = std::move(next);
+      update_max_layer();
+      return true;
+    }
+    if (log_) *log_ << "None of the tied module can be split, going to the next device.\n";
+    return false;
+  }
+
+  // The module does not fit: split it into its parameters and children. False when it fits, or
+  // cannot be split.
+  bool split_module(const Candidate& c) {
+    if (used_[c.device] + c.module_size < c.current_max_size) return false;
+    if (log_) {
+      *log_ << "Not enough space on " << device_label(c.device) << " to put " << c.item.name << " (space available "
+            << bytes_text(available(c)) << ", module size " << bytes_text(c.module_size) << ").\n";
+    }
+    if (child_items(tree_, c.item).empty() || no_split(tree_, c.item, classes())) {
+      if (log_) *log_ << "This module cannot be split, going to the next device.\n";
+      return false;
+    }
+    if (log_) *log_ << "Splitting " << c.item.name << ".\n";
+    auto pieces = split_items(tree_, c.item);
+    items_.insert(items_.begin(), pieces.begin(), pieces.end());
+    update_max_layer();
+    return true;
+  }
+
+  // The module goes back to the front, for the next device; a device that got nothing records what
+  // it would have needed.
+  void move_to_next_device(const Candidate& c) {
+    if (used_[c.device] == 0) minimum_assignment_.emplace_back(c.device, c.size_with_ties + c.reserved);
+    used_[c.device] += c.reserved;
+    ++current_device_;
+    if (current_device_ >= devices_.size()) {
+      throw Error("acc: infer_auto_device_map: no device left for '" + c.item.name +
+                  "' (disk must be the last device)");
+    }
+    items_.insert(items_.begin(), c.item);
+  }
 
   // Offloaded modules' buffers stay on the execution device unless offload_buffers: warn when
   // they fit on no GPU beside what it holds (Accelerate's warning; the map is the same either way).
-  const int64_t non_gpu_buffers = buffer_sizes["cpu"] + buffer_sizes["disk"];
-  if (non_gpu_buffers > 0 && !options.offload_buffers && !gpus.empty()) {
+  void warn_about_buffers() {
+    const int64_t non_gpu_buffers = buffer_sizes_["cpu"] + buffer_sizes_["disk"];
+    if (non_gpu_buffers <= 0 || options_.offload_buffers || gpus_.empty()) return;
     bool fits = false;
-    for (const auto& [device, bytes] : options.max_memory) {
+    for (const auto& [device, bytes] : options_.max_memory) {
       if (device == "cpu" || device == "disk") continue;
-      if (limit_bits(bytes) >= non_gpu_buffers + used[device]) fits = true;
+      if (limit_bits(bytes) >= non_gpu_buffers + used_[device]) fits = true;
     }
     if (!fits) {
       warn("acc: warning: the offloaded layers need " + bytes_text(non_gpu_buffers) +
@@ -548,13 +597,40 @@ DeviceEntries tree_infer_device_map(const ModuleTree& tree, const PlacementOptio
            "memory; if you run out of memory, set offload_buffers(true)");
     }
   }
-  if (log && !minimum_assignment.empty()) {
-    *log << "No module could be assigned to these devices for lack of memory:\n";
-    for (const auto& [device, bits] : minimum_assignment) {
-      *log << "  - " << device_label(device) << ": " << bytes_text(bits) << " bytes required\n";
+
+  void log_minimum_assignment() const {
+    if (!log_ || minimum_assignment_.empty()) return;
+    *log_ << "No module could be assigned to these devices for lack of memory:\n";
+    for (const auto& [device, bits] : minimum_assignment_) {
+      *log_ << "  - " << device_label(device) << ": " << bytes_text(bits) << " bytes required\n";
     }
   }
-  return device_map;
+
+  const ModuleTree& tree_;
+  const PlacementOptions& options_;
+  std::ostream* log_;
+  const SizeTable sizes_;
+  const std::vector<std::vector<std::string>> tied_parameters_;
+
+  std::vector<std::string> devices_;
+  std::unordered_map<std::string, int64_t> max_memory_;  // bits
+  std::vector<std::string> gpus_;
+  std::vector<std::string> main_devices_;
+  size_t current_device_ = 0;
+  std::unordered_map<std::string, int64_t> used_;
+  std::unordered_map<std::string, int64_t> buffer_sizes_;  // own buffers of the modules placed, per device
+  std::vector<std::pair<std::string, int64_t>> minimum_assignment_;
+
+  std::vector<Item> items_;  // left to place
+  int64_t max_layer_ = 0;
+  std::vector<std::string> max_layer_names_;
+  DeviceEntries device_map_;
+};
+
+}  // namespace
+
+DeviceEntries tree_infer_device_map(const ModuleTree& tree, const PlacementOptions& options) {
+  return Placer(tree, options).place();
 }
 
 // ---------------------------------------------------------------------------------------------

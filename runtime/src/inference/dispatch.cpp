@@ -259,144 +259,204 @@ void check_hooks_can_run(torch::nn::Module& model, const DeviceMap& map, const D
   }
 }
 
-DispatchReport attach_dispatch(torch::nn::Module& model, const DeviceMap& map,
-                               std::vector<PlacedTensor> placed, const DispatchOptions& options) {
+std::vector<PlacedTensor> plan_dispatch(torch::nn::Module& model, const DeviceMap& map, const DispatchOptions& options) {
+  check_device_map(model, map);
+  check_hooks_can_run(model, map, options);
   const c10::Device main = main_device(map, options);
-  const bool copies = testing::forced_on_cpu().offload_copies;
-  std::map<std::string, torch::nn::Module*> modules;
-  for (const auto& item : model.named_modules()) modules.emplace(item.key(), item.value().get());
-
-  DispatchReport report;
-  report.device_map = map;
-  std::set<std::string> execution_devices;
-  for (const auto& [name, device] : map.entries()) {
-    report.execution_devices.emplace_back(name, execution_of(device, main).str());
-    execution_devices.insert(execution_of(device, main).str());
+  std::vector<bool> is_buffer;
+  const auto tensors = unique_tensors(model, &is_buffer);
+  std::vector<PlacedTensor> placed(tensors.size());
+  for (const auto i : c10::irange(tensors.size())) {
+    auto& out = placed[i];
+    out.name = tensors[i].first;
+    out.tensor = tensors[i].second;
+    out.buffer = is_buffer[i];
+    out.placement = *map.device_of(out.name);
+    if (out.buffer && !options.offload_buffers() && (out.placement == "disk" || out.placement == "cpu")) {
+      out.placement = main.str();  // buffers stay where their module runs (Accelerate's default)
+    }
   }
-  // Inputs move where a module runs when that is not where every input already is: several
-  // execution devices, or a GPU (inputs usually arrive on the CPU).
-  const bool move_io = execution_devices.size() > 1 || *execution_devices.begin() != "cpu";
+  return placed;
+}
+
+namespace {
+
+// One attach_dispatch: the weights that rest away from where their module runs, the hooks that
+// carry them, and the bytes each device ends up holding.
+class Attachment {
+ public:
+  Attachment(torch::nn::Module& model, const DeviceMap& map, const DispatchOptions& options)
+      : model_(model), map_(map), main_(main_device(map, options)), parent_of_(parents(model)) {
+    for (const auto& item : model.named_modules()) modules_.emplace(item.key(), item.value().get());
+    report_.device_map = map;
+    std::set<std::string> execution_devices;
+    for (const auto& [name, device] : map.entries()) {
+      report_.execution_devices.emplace_back(name, execution_of(device, main_).str());
+      execution_devices.insert(execution_of(device, main_).str());
+    }
+    // Inputs move where a module runs when that is not where every input already is: several
+    // execution devices, or a GPU (inputs usually arrive on the CPU).
+    move_io_ = execution_devices.size() > 1 || *execution_devices.begin() != "cpu";
+    record_.owner = model.weak_from_this();
+    record_.owned = !record_.owner.expired();
+  }
 
   // The weights that rest away from where their module runs, by TensorImpl: every hooked module
   // that holds one carries it (a tied weight may be used by modules of several entries).
-  std::unordered_map<const void*, OffloadedWeight> offloaded;
-  std::map<std::string, uint64_t> bytes;
-  std::vector<const PlacedTensor*> resident_now;  // offloaded, but no module's hook can carry it
-  for (auto& tensor : placed) {
-    const size_t entry = *map.entry_of(tensor.name);
-    const bool module_entry = modules.count(map.entries()[entry].first) != 0;
-    const bool off = tensor.placement == "disk" ||
-                     (tensor.placement == "cpu" && (!execution_of("cpu", main).is_cpu() || copies));
-    if (off && module_entry) {
-      OffloadedWeight weight;
-      weight.tensor = tensor.tensor;
-      weight.home = execution_of(map.entries()[entry].second, main);
-      weight.disk = tensor.placement == "disk";
-      if (weight.disk) {
-        weight.bytes = tensor.disk;
-        weight.empty = empty_like_meta(tensor.tensor);
-      } else {
-        weight.cpu_value = tensor.tensor.data();
+  void find_offloaded(const std::vector<PlacedTensor>& placed) {
+    const bool copies = testing::forced_on_cpu().offload_copies;
+    for (const auto& tensor : placed) {
+      const size_t entry = *map_.entry_of(tensor.name);
+      const bool module_entry = modules_.count(map_.entries()[entry].first) != 0;
+      const bool off = tensor.placement == "disk" ||
+                       (tensor.placement == "cpu" && (!execution_of("cpu", main_).is_cpu() || copies));
+      if (off && module_entry) {
+        OffloadedWeight weight;
+        weight.tensor = tensor.tensor;
+        weight.home = execution_of(map_.entries()[entry].second, main_);
+        weight.disk = tensor.placement == "disk";
+        if (weight.disk) {
+          weight.bytes = tensor.disk;
+          weight.empty = empty_like_meta(tensor.tensor);
+        } else {
+          weight.cpu_value = tensor.tensor.data();
+        }
+        offloaded_.emplace(tensor.tensor.unsafeGetTensorImpl(), std::move(weight));
+      } else if (off) {
+        resident_now_.push_back(&tensor);
       }
-      offloaded.emplace(tensor.tensor.unsafeGetTensorImpl(), std::move(weight));
-    } else if (off) {
-      resident_now.push_back(&tensor);
+      bytes_[tensor.placement] += tensor.placement == "disk" ? tensor.disk.bytes : tensor_bytes(tensor.tensor);
     }
-    bytes[tensor.placement] += tensor.placement == "disk" ? tensor.disk.bytes : tensor_bytes(tensor.tensor);
   }
 
-  DispatchRecord record;
-  record.owner = model.weak_from_this();
-  record.owned = !record.owner.expired();
-  std::set<torch::nn::SequentialImpl*> sequentials;
-  const auto parent_of = parents(model);
-
-  // Output back to the input's device when acc calls the root's last child. Registered first, so
-  // that the input's device is read before a module's own hook moves the input.
-  auto* root = dynamic_cast<torch::nn::SequentialImpl*>(&model);
-  if (options.io_same_device() && move_io && root != nullptr && root->size() > 0) {
+  // Output back to the input's device when acc calls the root's last child. Registered before the
+  // modules' hooks, so that the input's device is read before a module's own hook moves the input.
+  void hook_output_to_input_device() {
+    auto* root = dynamic_cast<torch::nn::SequentialImpl*>(&model_);
+    if (!move_io_ || root == nullptr || root->size() == 0) return;
     auto input_device = std::make_shared<std::optional<c10::Device>>();
-    record.handles.push_back(register_forward_pre_hook(
+    record_.handles.push_back(register_forward_pre_hook(
         *root->children().front(), [input_device](torch::nn::Module&, ForwardArgs& args) {
           if (!args.inputs.empty() && args.inputs.front()->defined()) {
             *input_device = args.inputs.front()->device();
           }
         }));
-    record.handles.push_back(register_forward_hook(
+    record_.handles.push_back(register_forward_hook(
         *root->children().back(), [input_device](torch::nn::Module&, ForwardArgs& args) {
           if (args.output != nullptr && *input_device && args.output->defined() &&
               args.output->device() != **input_device) {
             *args.output = args.output->to(**input_device);
           }
         }));
-    sequentials.insert(root);
+    sequentials_.insert(root);
   }
 
-  std::unordered_set<const void*> carried;
-  torch::NoGradGuard no_grad;
-  for (const auto& [entry_name, device] : map.entries()) {
-    auto module_it = modules.find(entry_name);
-    if (module_it == modules.end()) continue;
-    std::vector<std::pair<std::string, torch::nn::Module*>> targets;
-    hook_targets(*module_it->second, entry_name, targets);
-    for (const auto& [target_name, target] : targets) {
-      auto hooked = std::make_shared<HookedModule>();
-      hooked->execution = execution_of(device, main);
-      hooked->move_inputs = move_io;
-      std::unordered_set<const void*> seen;
-      auto take = [&](const at::Tensor& tensor) {
-        auto found = offloaded.find(tensor.unsafeGetTensorImpl());
-        if (found == offloaded.end() || !seen.insert(found->first).second) return;
-        hooked->weights.push_back(found->second);
-        carried.insert(found->first);
-      };
-      for (const auto& tensor : target->parameters()) take(tensor);
-      for (const auto& tensor : target->buffers()) take(tensor);
-      if (hooked->weights.empty() && !move_io) continue;
-      record.handles.push_back(register_forward_pre_hook(
-          *target, [hooked](torch::nn::Module&, ForwardArgs& args) { hooked->bring_in(args); }));
-      record.handles.push_back(register_forward_hook(
-          *target, [hooked](torch::nn::Module&, ForwardArgs&) { hooked->release(); }));
-      if (auto* sequential = sequential_parent(parent_of, target)) {
-        sequentials.insert(sequential);
-        hooked->release();  // acc calls it: its hooks will run
-      } else {
-        hooked->make_resident();  // until its guard line, if it has one, runs the hooks
-      }
-      record.hooked.push_back(std::move(hooked));
+  void hook_entries() {
+    for (const auto& [entry_name, device] : map_.entries()) {
+      auto module_it = modules_.find(entry_name);
+      if (module_it == modules_.end()) continue;
+      std::vector<std::pair<std::string, torch::nn::Module*>> targets;
+      hook_targets(*module_it->second, entry_name, targets);
+      for (const auto& target : targets) hook(*target.second, execution_of(device, main_));
     }
   }
+
   // Offloaded weights no hook carries (a weight's own entry, a container's or the root's own
   // weights) rest where they run, and count there.
-  auto rest_where_run = [&](const at::Tensor& tensor, const at::Tensor& value, const std::string& placement,
-                            uint64_t size, c10::Device execution) {
-    replace_data(tensor, value.to(execution));
-    if (execution.is_cpu()) return;
-    bytes[placement] -= size;
-    bytes[execution.str()] += size;
-  };
-  for (const auto* tensor : resident_now) {
-    const bool disk = tensor->placement == "disk";
-    rest_where_run(tensor->tensor, disk ? map_weight(tensor->disk) : tensor->tensor, tensor->placement,
-                   disk ? tensor->disk.bytes : tensor_bytes(tensor->tensor),
-                   execution_of(map.entries()[*map.entry_of(tensor->name)].second, main));
-  }
-  for (auto& [impl, weight] : offloaded) {
-    if (carried.count(impl) != 0) continue;
-    rest_where_run(weight.tensor, weight.disk ? map_weight(weight.bytes) : weight.cpu_value,
-                   weight.disk ? "disk" : "cpu", weight.disk ? weight.bytes.bytes : tensor_bytes(weight.tensor),
-                   weight.home);
-  }
-  for (auto* sequential : sequentials) hook_sequential(*sequential);
-  for (const auto& [device, count] : bytes) {
-    if (count > 0) report.bytes_per_device.emplace_back(device, count);
+  void rest_uncarried() {
+    for (const auto* tensor : resident_now_) {
+      const bool disk = tensor->placement == "disk";
+      rest_where_run(tensor->tensor, disk ? map_weight(tensor->disk) : tensor->tensor, tensor->placement,
+                     disk ? tensor->disk.bytes : tensor_bytes(tensor->tensor),
+                     execution_of(map_.entries()[*map_.entry_of(tensor->name)].second, main_));
+    }
+    for (auto& [impl, weight] : offloaded_) {
+      if (carried_.count(impl) != 0) continue;
+      rest_where_run(weight.tensor, weight.disk ? map_weight(weight.bytes) : weight.cpu_value,
+                     weight.disk ? "disk" : "cpu", weight.disk ? weight.bytes.bytes : tensor_bytes(weight.tensor),
+                     weight.home);
+    }
   }
 
-  take_record(model);  // sweeps destroyed models' records; the entry points removed this one's hooks
-  auto& all = dispatches();
-  std::lock_guard<std::mutex> lock(all.mutex);
-  all.records[&model] = std::move(record);
-  return report;
+  // Hooks the Sequentials whose children carry hooks, reports the bytes per device, and records
+  // the dispatch in place of the model's earlier one.
+  DispatchReport finish() {
+    for (auto* sequential : sequentials_) hook_sequential(*sequential);
+    for (const auto& [device, count] : bytes_) {
+      if (count > 0) report_.bytes_per_device.emplace_back(device, count);
+    }
+    take_record(model_);  // sweeps destroyed models' records; the entry points removed this one's hooks
+    auto& all = dispatches();
+    std::lock_guard<std::mutex> lock(all.mutex);
+    all.records[&model_] = std::move(record_);
+    return std::move(report_);
+  }
+
+ private:
+  // Hooks `target`, running on `execution`, when it holds offloaded weights or inputs must move.
+  void hook(torch::nn::Module& target, c10::Device execution) {
+    auto hooked = std::make_shared<HookedModule>();
+    hooked->execution = execution;
+    hooked->move_inputs = move_io_;
+    std::unordered_set<const void*> seen;
+    auto take = [&](const at::Tensor& tensor) {
+      auto found = offloaded_.find(tensor.unsafeGetTensorImpl());
+      if (found == offloaded_.end() || !seen.insert(found->first).second) return;
+      hooked->weights.push_back(found->second);
+      carried_.insert(found->first);
+    };
+    for (const auto& tensor : target.parameters()) take(tensor);
+    for (const auto& tensor : target.buffers()) take(tensor);
+    if (hooked->weights.empty() && !move_io_) return;
+    record_.handles.push_back(register_forward_pre_hook(
+        target, [hooked](torch::nn::Module&, ForwardArgs& args) { hooked->bring_in(args); }));
+    record_.handles.push_back(
+        register_forward_hook(target, [hooked](torch::nn::Module&, ForwardArgs&) { hooked->release(); }));
+    if (auto* sequential = sequential_parent(parent_of_, &target)) {
+      sequentials_.insert(sequential);
+      hooked->release();  // acc calls it: its hooks will run
+    } else {
+      hooked->make_resident();  // until its guard line, if it has one, runs the hooks
+    }
+    record_.hooked.push_back(std::move(hooked));
+  }
+
+  void rest_where_run(const at::Tensor& tensor, const at::Tensor& value, const std::string& placement, uint64_t size,
+                      c10::Device execution) {
+    replace_data(tensor, value.to(execution));
+    if (execution.is_cpu()) return;
+    bytes_[placement] -= size;
+    bytes_[execution.str()] += size;
+  }
+
+  torch::nn::Module& model_;
+  const DeviceMap& map_;
+  const c10::Device main_;
+  const std::unordered_map<const torch::nn::Module*, torch::nn::Module*> parent_of_;
+  std::map<std::string, torch::nn::Module*> modules_;
+  bool move_io_ = false;
+  DispatchReport report_;
+
+  std::unordered_map<const void*, OffloadedWeight> offloaded_;
+  std::vector<const PlacedTensor*> resident_now_;  // offloaded, but no module's hook can carry it
+  std::map<std::string, uint64_t> bytes_;
+  std::unordered_set<const void*> carried_;  // offloaded weights some hook carries
+
+  DispatchRecord record_;
+  std::set<torch::nn::SequentialImpl*> sequentials_;
+};
+
+}  // namespace
+
+DispatchReport attach_dispatch(torch::nn::Module& model, const DeviceMap& map,
+                               std::vector<PlacedTensor> placed, const DispatchOptions& options) {
+  Attachment attachment(model, map, options);
+  attachment.find_offloaded(placed);
+  if (options.io_same_device()) attachment.hook_output_to_input_device();
+  torch::NoGradGuard no_grad;
+  attachment.hook_entries();
+  attachment.rest_uncarried();
+  return attachment.finish();
 }
 
 }  // namespace detail

@@ -44,6 +44,12 @@ void check_hooks_can_run(torch::nn::Module& model, const DeviceMap& map, const D
 /// GPU, else the CPU.
 c10::Device main_device(const DeviceMap& map, const DispatchOptions& options);
 
+/// The first step of a dispatch, before anything changes: check_device_map and
+/// check_hooks_can_run, then each of unique_tensors placed where the map puts it, except the
+/// buffers of "cpu"/"disk" entries, which stay on the execution device unless offload_buffers
+/// (Accelerate's default). `disk` is left for the caller.
+std::vector<PlacedTensor> plan_dispatch(torch::nn::Module& model, const DeviceMap& map, const DispatchOptions& options);
+
 /// With every "cuda:N"/"cpu" tensor already holding its data there (or, for "cpu" weights of
 /// modules that run elsewhere, on the CPU) and "disk" tensors described by `disk`: sets the rest
 /// state of offloaded weights and hooks the modules that need it. Replaces an earlier dispatch.

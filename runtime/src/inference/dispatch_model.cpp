@@ -9,32 +9,19 @@
 namespace acc {
 DispatchReport dispatch_model(torch::nn::Module& model, const DeviceMap& device_map,
                               const DispatchOptions& options) {
-  detail::check_device_map(model, device_map);
-  detail::check_hooks_can_run(model, device_map, options);
-  const c10::Device main = detail::main_device(device_map, options);
-  std::vector<bool> is_buffer;
-  const auto tensors = detail::unique_tensors(model, &is_buffer);
-  std::vector<detail::PlacedTensor> placed(tensors.size());
+  auto placed = detail::plan_dispatch(model, device_map, options);
   std::vector<size_t> disk_index;
-  for (const auto i : c10::irange(tensors.size())) {
-    auto& out = placed[i];
-    out.name = tensors[i].first;
-    out.tensor = tensors[i].second;
-    out.buffer = is_buffer[i];
-    out.placement = *device_map.device_of(out.name);
-    if (out.buffer && !options.offload_buffers() && (out.placement == "disk" || out.placement == "cpu")) {
-      out.placement = main.str();
-    }
-    if (out.placement == "disk") disk_index.push_back(i);
+  for (const auto i : c10::irange(placed.size())) {
+    if (placed[i].placement == "disk") disk_index.push_back(i);
   }
   if (!disk_index.empty() && options.offload_folder().empty()) {
     throw ConfigError("acc: the device map puts weights on \"disk\", so dispatch_model writes them "
                       "to an offload folder; set DispatchOptions().offload_folder(dir)");
   }
   remove_hooks(model);  // an earlier dispatch's weights resident (a dispatch leaves some empty)
-  for (const auto& [name, tensor] : tensors) {
-    if (tensor.is_meta()) {
-      throw ConfigError("acc: '" + name + "' is empty (built under acc::init_empty_weights); "
+  for (const auto& tensor : placed) {
+    if (tensor.tensor.is_meta()) {
+      throw ConfigError("acc: '" + tensor.name + "' is empty (built under acc::init_empty_weights); "
                         "dispatch_model places loaded weights: use acc::load_checkpoint_and_dispatch");
     }
   }

@@ -190,13 +190,8 @@ std::string early_leavers_text(const std::vector<detail::RankProcess>& ranks, co
   throw LaunchError("acc::launch: " + what, rank, exit_code, signal, rank_error);
 }
 
-}  // namespace
-
-void launch(const std::function<void()>& fn, int num_processes, const LaunchOptions& options) {
-  check_call(fn, num_processes, options);
-  std::lock_guard<std::mutex> one_at_a_time(launch_mutex);
-  const int threads = threads_per_rank(options, num_processes);
-
+// What every rank of the job shares; the port is set once it is reserved.
+detail::JobEnvironment job_environment(const LaunchOptions& options, int num_processes, int threads) {
   detail::JobEnvironment job;
   job.world_size = num_processes;
   job.master_addr = options.master_addr();
@@ -208,67 +203,110 @@ void launch(const std::function<void()>& fn, int num_processes, const LaunchOpti
   // A secret of the job's own, as acc-launch gives one-machine jobs: no other local user's process
   // reaches the store through MASTER_PORT.
   job.store_secret = detail::new_store_secret();
+  return job;
+}
+
+// Prepared before forking: a child should do as little as possible before `fn`.
+std::vector<detail::RankEnvironment> rank_environments(const detail::JobEnvironment& job, int listen_fd) {
+  std::vector<detail::RankEnvironment> environments;
+  for (int rank = 0; rank < job.world_size; ++rank) {
+    environments.push_back(detail::rank_environment(job, rank, listen_fd));
+  }
+  return environments;
+}
+
+// What the caller buffered would be written again by every rank when it flushes.
+void flush_caller_output() {
+  std::cout.flush();
+  std::cerr.flush();
+  std::clog.flush();
+  std::fflush(nullptr);
+}
+
+std::optional<detail::SteadyClock::time_point> deadline_of(const LaunchOptions& options) {
+  return options.timeout()
+             ? std::optional<detail::SteadyClock::time_point>(detail::SteadyClock::now() + *options.timeout())
+             : std::nullopt;
+}
+
+struct ReportPipe {
+  int read_end = -1;   // the caller's
+  int write_end = -1;  // the rank's
+};
+
+ReportPipe report_pipe(int rank) {
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    throw Error("acc::launch: cannot create a pipe for rank " + std::to_string(rank) + ": " + std::strerror(errno) +
+                "; the ranks started so far were stopped (too many open files?)");
+  }
+  return {pipe_fds[0], pipe_fds[1]};
+}
+
+// Forks the rank that `start` describes; the caller keeps only `pipe`'s read end, to hear its report.
+detail::RankProcess fork_rank(const detail::RankStart& start, const ReportPipe& pipe) {
+  const pid_t pid = ::fork();
+  if (pid == 0) detail::run_rank(start);  // never returns
+  const int fork_error = errno;
+  ::close(pipe.write_end);
+  if (pid < 0) {
+    ::close(pipe.read_end);
+    throw Error("acc::launch: cannot start rank " + std::to_string(start.rank) + " (fork: " +
+                std::strerror(fork_error) + "); the ranks started so far were stopped");
+  }
+  ::setpgid(pid, pid);  // also in the child: the group exists whichever runs first
+  ::fcntl(pipe.read_end, F_SETFL, O_NONBLOCK);
+  detail::RankProcess process;
+  process.rank = start.rank;
+  process.pid = pid;
+  process.report_fd = pipe.read_end;
+  return process;
+}
+
+// Forks the ranks one after the other into `ranks`. A rank closes the caller's ends of every pipe
+// so far, and all but rank 0 close the listening socket.
+void start_ranks(detail::RankSet& ranks, const std::function<void()>& fn,
+                 const std::vector<detail::RankEnvironment>& environments, int threads, int listen_fd) {
+  const pid_t caller = ::getpid();
+  std::vector<int> read_ends;  // the caller's ends of the earlier ranks' pipes
+  for (int rank = 0; rank < static_cast<int>(environments.size()); ++rank) {
+    const ReportPipe pipe = report_pipe(rank);
+    detail::RankStart start;
+    start.rank = rank;
+    start.caller = caller;
+    start.report_fd = pipe.write_end;
+    start.close_fds = read_ends;
+    start.close_fds.push_back(pipe.read_end);
+    if (rank != 0) start.close_fds.push_back(listen_fd);
+    start.environment = &environments[rank];
+    start.threads = threads;
+    start.fn = &fn;
+    ranks.add(fork_rank(start, pipe));
+    read_ends.push_back(pipe.read_end);
+  }
+}
+
+}  // namespace
+
+void launch(const std::function<void()>& fn, int num_processes, const LaunchOptions& options) {
+  check_call(fn, num_processes, options);
+  std::lock_guard<std::mutex> one_at_a_time(launch_mutex);
+  const int threads = threads_per_rank(options, num_processes);
+  detail::JobEnvironment job = job_environment(options, num_processes, threads);
   // Reserved before any rank exists and handed to rank 0: no window in which another program can
   // take the port.
   const detail::ReservedPort reserved = detail::reserve_port(options.master_addr(), options.master_port());
   Descriptor listen_socket(reserved.fd);
   job.master_port = reserved.port;
-  // Prepared before forking: a child should do as little as possible before `fn`.
-  std::vector<detail::RankEnvironment> environments;
-  for (int rank = 0; rank < num_processes; ++rank) {
-    environments.push_back(detail::rank_environment(job, rank, listen_socket.get()));
-  }
-
-  // What the caller buffered would be written again by every rank when it flushes.
-  std::cout.flush();
-  std::cerr.flush();
-  std::clog.flush();
-  std::fflush(nullptr);
+  const auto environments = rank_environments(job, listen_socket.get());
+  flush_caller_output();
 
   detail::ChildStatusScope child_status;
   // Before the first fork, so that a Ctrl-C is never missed (ranks take SIGINT's default back).
   std::optional<detail::InterruptScope> interrupts(std::in_place);
   detail::RankSet ranks;  // from here on, whatever happens, every child is stopped and reaped
-  const auto deadline =
-      options.timeout()
-          ? std::optional<detail::SteadyClock::time_point>(detail::SteadyClock::now() + *options.timeout())
-          : std::nullopt;
-  const pid_t caller = ::getpid();
-  std::vector<int> read_ends;  // the caller's ends of the earlier ranks' pipes
-  for (int rank = 0; rank < num_processes; ++rank) {
-    int pipe_fds[2];
-    if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
-      throw Error("acc::launch: cannot create a pipe for rank " + std::to_string(rank) + ": " + std::strerror(errno) +
-                  "; the ranks started so far were stopped (too many open files?)");
-    }
-    detail::RankStart start;
-    start.rank = rank;
-    start.caller = caller;
-    start.report_fd = pipe_fds[1];
-    start.close_fds = read_ends;
-    start.close_fds.push_back(pipe_fds[0]);
-    if (rank != 0) start.close_fds.push_back(listen_socket.get());
-    start.environment = &environments[rank];
-    start.threads = threads;
-    start.fn = &fn;
-    const pid_t pid = ::fork();
-    if (pid == 0) detail::run_rank(start);  // never returns
-    const int fork_error = errno;
-    ::close(pipe_fds[1]);
-    if (pid < 0) {
-      ::close(pipe_fds[0]);
-      throw Error("acc::launch: cannot start rank " + std::to_string(rank) + " (fork: " + std::strerror(fork_error) +
-                  "); the ranks started so far were stopped");
-    }
-    ::setpgid(pid, pid);  // also in the child: the group exists whichever runs first
-    ::fcntl(pipe_fds[0], F_SETFL, O_NONBLOCK);
-    detail::RankProcess process;
-    process.rank = rank;
-    process.pid = pid;
-    process.report_fd = pipe_fds[0];
-    ranks.add(process);
-    read_ends.push_back(pipe_fds[0]);
-  }
+  const auto deadline = deadline_of(options);
+  start_ranks(ranks, fn, environments, threads, listen_socket.get());
   listen_socket.close();  // rank 0 holds it now; the port stays reserved until the job ends
 
   const detail::Outcome outcome = ranks.supervise(options.grace_period(), deadline, *interrupts);
