@@ -1,4 +1,4 @@
-// The pure parts of acc::launch (runtime/src/launch): each rank's environment, the report a rank
+// The pure parts of acc::launch (runtime/src/function_launcher): each rank's environment, the report a rank
 // sends, and which failure is named first. No process is started.
 #include <gtest/gtest.h>
 
@@ -11,9 +11,9 @@
 #include <set>
 
 #include "error_text.h"
-#include "launch/rank_environment.h"
-#include "launch/rank_report.h"
-#include "launch/supervision.h"
+#include "function_launcher/rank_environment.h"
+#include "function_launcher/rank_report.h"
+#include "function_launcher/supervision.h"
 
 namespace {
 

@@ -13,8 +13,8 @@
 - Public headers (runtime/include/acc) include no private header of runtime/src.
 - comm/gate/ (rank 0's authenticating store gate and its clients) is torch-free and self-contained:
   of acc's code it sees only itself and base/ (GATE below), so that it stays testable without torch.
-- launch/ (acc::launch, which forks) sees torch's headers in one file only (TORCH_SEAMS below), so
-  that nothing else in it can touch CUDA or torch's threads by accident.
+- function_launcher/ (acc::launch, which forks) sees torch's headers in one file only (TORCH_SEAMS
+  below), so that nothing else in it can touch CUDA or torch's threads by accident.
 
 Usage: check_layering.py [ROOT]   (default: the repository this script is in)
 Prints each violation with the file and line that makes it; exit status 1 when there is one.
@@ -48,7 +48,7 @@ OWNERS = {
     "tracking": ["progress_bar.h", "tracking.h"],
     "hooks": ["activation_checkpointing.h", "hooks.h"],
     "inference": ["big_modeling.h", "device_map.h"],
-    "launch": ["function_launcher.h"],
+    "function_launcher": ["function_launcher.h"],
     "core": ["acc.h", "accelerator.h", "version.h"],
 }
 OWNER_OF = {"acc/" + header: folder for folder, headers in OWNERS.items() for header in headers}
@@ -58,7 +58,7 @@ GATE = "comm/gate/"
 GATE_SEES = {"base"}
 
 # Folders of runtime/src that include torch's headers in the named files only.
-TORCH_SEAMS = {"launch": {"launch/torch_in_rank.cpp"}}
+TORCH_SEAMS = {"function_launcher": {"function_launcher/torch_in_rank.cpp"}}
 TORCH_HEADERS = ("torch/", "ATen/", "c10/", "caffe2/")
 
 
@@ -152,7 +152,7 @@ def check(root):
                         "test/layering/check_layering.py under the folder that implements it")
 
     def add_edge(here, there, path, line, target, quote):
-        if there != here and there in graph:
+        if there != here and here in graph and there in graph:
             graph[here].add(there)
             where.setdefault((here, there), f"{path}:{line} includes {quote[0]}{target}{quote[1]}")
 

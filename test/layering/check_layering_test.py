@@ -35,7 +35,7 @@ GOOD = {
     "runtime/src/config/options.cpp": "#include <acc/options.h>\n",
     "runtime/src/core/accelerator.cpp": '#include <acc/accelerator.h>\n#include "comm/group.h"\n',
     "launcher/src/plan.cpp": "#include <acc/environment.h>\n#include <acc_common/job_id.h>\n",
-    "runtime/src/launch/env.cpp": "#include <acc_common/job_id.h>\n",
+    "runtime/src/function_launcher/env.cpp": "#include <acc_common/job_id.h>\n",
     "common/src/job_id.cpp": "#include <acc_common/job_id.h>\n#include <acc/environment.h>\n#include <sys/random.h>\n",
 }
 
@@ -62,10 +62,10 @@ CASES = [
      ["runtime/src/fsdp/y.cpp:2: fsdp/ includes 'checkpoint/training_state.h', a checkpoint internal"]),
     ("a public header including a private one", {"runtime/include/acc/bad.h": '#include "comm/group.h"\n'},
      ["runtime/include/acc/bad.h:1: public header includes the private 'comm/group.h'"]),
-    ("launch/ including torch outside its seam", {"runtime/src/launch/fork.cpp": "#include <ATen/Parallel.h>\n",
-                                                   "runtime/src/launch/torch_in_rank.cpp": "#include <ATen/Parallel.h>\n"},
-     ["runtime/src/launch/fork.cpp:1: launch/ includes the torch header 'ATen/Parallel.h'; only "
-      "launch/torch_in_rank.cpp may"]),
+    ("function_launcher/ including torch outside its seam", {"runtime/src/function_launcher/fork.cpp": "#include <ATen/Parallel.h>\n",
+                                                   "runtime/src/function_launcher/torch_in_rank.cpp": "#include <ATen/Parallel.h>\n"},
+     ["runtime/src/function_launcher/fork.cpp:1: function_launcher/ includes the torch header 'ATen/Parallel.h'; only "
+      "function_launcher/torch_in_rank.cpp may"]),
     ("the launcher including the runtime", {"launcher/src/bad.cpp": "#include <acc/accelerator.h>\n"},
      ["launcher/src/bad.cpp:1: the launcher includes the runtime's 'acc/accelerator.h'"]),
     ("common/ including torch", {"common/src/bad.cpp": "#include <acc_common/job_id.h>\n#include <ATen/Parallel.h>\n"},

@@ -6,7 +6,7 @@
 #include <functional>
 #include <vector>
 
-#include "launch/rank_environment.h"
+#include "function_launcher/rank_environment.h"
 
 namespace acc::detail {
 

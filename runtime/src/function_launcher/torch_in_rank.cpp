@@ -1,4 +1,4 @@
-#include "launch/torch_in_rank.h"
+#include "function_launcher/torch_in_rank.h"
 
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>

@@ -1,4 +1,4 @@
-#include "launch/rank_process.h"
+#include "function_launcher/rank_process.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -10,9 +10,9 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "launch/fork_safety.h"
-#include "launch/rank_report.h"
-#include "launch/torch_in_rank.h"
+#include "function_launcher/fork_safety.h"
+#include "function_launcher/rank_report.h"
+#include "function_launcher/torch_in_rank.h"
 
 namespace acc::detail {
 namespace {

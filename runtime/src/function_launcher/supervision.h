@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "launch/rank_report.h"
-#include "launch/signals.h"
+#include "function_launcher/rank_report.h"
+#include "function_launcher/signals.h"
 
 namespace acc::detail {
 

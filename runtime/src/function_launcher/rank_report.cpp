@@ -1,4 +1,4 @@
-#include "launch/rank_report.h"
+#include "function_launcher/rank_report.h"
 
 #include <cstdint>
 

@@ -1,4 +1,4 @@
-#include "launch/signals.h"
+#include "function_launcher/signals.h"
 
 #include <atomic>
 

@@ -1,4 +1,4 @@
-#include "launch/rank_environment.h"
+#include "function_launcher/rank_environment.h"
 
 #include <acc/environment.h>
 #include <acc/errors.h>

@@ -17,12 +17,12 @@
 
 #include "comm/state_slot.h"
 #include "comm/gate/store_gate.h"
-#include "launch/fork_safety.h"
-#include "launch/listen_socket.h"
-#include "launch/rank_environment.h"
-#include "launch/rank_process.h"
-#include "launch/signals.h"
-#include "launch/supervision.h"
+#include "function_launcher/fork_safety.h"
+#include "function_launcher/listen_socket.h"
+#include "function_launcher/rank_environment.h"
+#include "function_launcher/rank_process.h"
+#include "function_launcher/signals.h"
+#include "function_launcher/supervision.h"
 
 namespace acc {
 namespace {

@@ -1,4 +1,4 @@
-#include "launch/supervision.h"
+#include "function_launcher/supervision.h"
 
 #include <poll.h>
 #include <signal.h>

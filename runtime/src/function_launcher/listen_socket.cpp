@@ -1,4 +1,4 @@
-#include "launch/listen_socket.h"
+#include "function_launcher/listen_socket.h"
 
 #include <acc/errors.h>
 #include <acc_common/port_binding.h>

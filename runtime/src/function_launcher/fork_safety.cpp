@@ -1,4 +1,4 @@
-#include "launch/fork_safety.h"
+#include "function_launcher/fork_safety.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
