@@ -1,7 +1,7 @@
 // acc-launch's failure report names the rank the others waited for first (issue 35, item 8): a rank of
 // this machine that is stopped when another fails, or, on another machine, the rank the failed ranks'
 // acc errors name. Before, the first line named the healthy rank that happened to fail first. fake_rank
-// stands in for the ranks (test/comm/stall_test.cpp runs real acc ranks); loopback, hard timeouts.
+// stands in for the ranks (runtime/test/comm/stall_test.cpp runs real acc ranks); loopback, hard timeouts.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>

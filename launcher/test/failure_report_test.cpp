@@ -1,7 +1,7 @@
 // The failure report's first line names the rank to blame (issue 35, item 8): a rank found stopped, or
 // the rank the failed ranks' acc errors name, before the rank that merely failed first; and how a
 // stopped process is recognised. Units: the ranks are described, not run (launch_process_test.cpp and
-// test/comm/stall_test.cpp run them).
+// runtime/test/comm/stall_test.cpp run them).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -13,6 +13,8 @@
 - Public headers (runtime/include/acc) include no private header of runtime/src.
 - comm/gate/ (rank 0's authenticating store gate and its clients) is torch-free and self-contained:
   of acc's code it sees only itself and base/ (GATE below), so that it stays testable without torch.
+- The runtime's tests mirror runtime/src: runtime/test/<path>/ tests runtime/src/<path>/, and the
+  top-level test/ (the suites that cross the wings) has no folder named after a runtime concern.
 - function_launcher/ (acc::launch, which forks) sees torch's headers in one file only (TORCH_SEAMS
   below), so that nothing else in it can touch CUDA or torch's threads by accident.
 
@@ -136,6 +138,18 @@ def check(root):
         elif target.startswith("acc/") and target != "acc/environment.h":
             problems.append(f"{path}:{line}: common/ includes the runtime's '{target}'; of acc's own headers "
                             "common/ sees only acc/environment.h (contract/)")
+
+    # The runtime's tests beside it, mirroring its folders.
+    tests = os.path.join(root, "runtime", "test")
+    for folder, _, names in sorted(os.walk(tests)):
+        relative = os.path.relpath(folder, tests).replace(os.sep, "/")
+        if relative != "." and names and not os.path.isdir(os.path.join(src, relative)):
+            problems.append(f"runtime/test/{relative}/: no runtime/src/{relative}/ to mirror; a runtime test goes "
+                            "in the folder of the concern it tests, a suite that crosses the wings in test/")
+    for name in sorted(folders):
+        if os.path.isdir(os.path.join(root, "test", name)):
+            problems.append(f"test/{name}/: the tests of the runtime's {name}/ go in runtime/test/{name}/; test/ "
+                            "holds the suites that cross the wings")
 
     # Folders of runtime/src, and the public headers as their owners'.
     graph = {f: set() for f in folders}

@@ -66,6 +66,11 @@ CASES = [
                                                    "runtime/src/function_launcher/torch_in_rank.cpp": "#include <ATen/Parallel.h>\n"},
      ["runtime/src/function_launcher/fork.cpp:1: function_launcher/ includes the torch header 'ATen/Parallel.h'; only "
       "function_launcher/torch_in_rank.cpp may"]),
+    ("runtime tests outside the mirror", {"runtime/test/comm/group_test.cpp": "",
+                                          "runtime/test/widgets/widget_test.cpp": "",
+                                          "test/ddp/reducer_test.cpp": ""},
+     ["runtime/test/widgets/: no runtime/src/widgets/ to mirror",
+      "test/ddp/: the tests of the runtime's ddp/ go in runtime/test/ddp/"]),
     ("the launcher including the runtime", {"launcher/src/bad.cpp": "#include <acc/accelerator.h>\n"},
      ["launcher/src/bad.cpp:1: the launcher includes the runtime's 'acc/accelerator.h'"]),
     ("common/ including torch", {"common/src/bad.cpp": "#include <acc_common/job_id.h>\n#include <ATen/Parallel.h>\n"},

@@ -7,10 +7,14 @@
 
 namespace acc::testing {
 
-[[noreturn]] inline void fail(const std::string& message) {
+// Prints the failure and returns the exit status, for `return failed(...)` where the caller's locals
+// (an Accelerator, a store its peers still read) must be destroyed before the process ends.
+[[nodiscard]] inline int failed(const std::string& message) {
   std::cout << "FAIL: " << message << std::endl;
-  std::exit(1);
+  return 1;
 }
+
+[[noreturn]] inline void fail(const std::string& message) { std::exit(failed(message)); }
 
 inline void expect(bool condition, const std::string& message) {
   if (!condition) fail(message);
