@@ -60,10 +60,15 @@ MachineLink::MachineLink(const LaunchPlan& plan, double timeout_s)
 }
 
 MachineLink::~MachineLink() {
+  close_listener();  // first: a machine that connects now is refused, not accepted and then reset
   for (Peer& peer : peers_)
     if (peer.fd >= 0) ::close(peer.fd);
   if (connecting_fd_ >= 0) ::close(connecting_fd_);
+}
+
+void MachineLink::close_listener() {
   if (listen_fd_ >= 0) ::close(listen_fd_);
+  listen_fd_ = -1;
 }
 
 void MachineLink::add_poll_fds(std::vector<pollfd>& fds) const {
@@ -109,6 +114,10 @@ void MachineLink::forget_losses() { lost_.reset(); }
 
 void MachineLink::say_goodbye() {
   goodbye_ = true;
+  // Machine 0's ranks ended: no machine joins any more. Stop listening before the goodbye, so that a
+  // machine whose ranks still run and that connects again after it is refused and keeps trying; a
+  // connection accepted by the kernel while this launcher exits would be reset instead.
+  close_listener();
   for (Peer& peer : peers_)
     if (peer.fd >= 0) send_to(peer, "Q");
 }
@@ -157,13 +166,14 @@ void MachineLink::finish_connect(Clock::time_point now) {
     ::close(fd);  // machine 0's launcher is not listening yet: try again at the next interval
     return;
   }
+  // Machine 0's link once machine 0 has spoken on it (its launcher sends its attempt as it accepts).
+  // Until then a connection it drops is not a loss: one the kernel accepted while machine 0's
+  // launcher exited is reset without a word, and is tried again as a refused one is.
   Peer peer;
   peer.fd = fd;
-  peer.machine = 0;
   peer.address = leader_host_;
   peer.last_heard = now;
   peers_.push_back(std::move(peer));
-  ++connections_;
   send_to(peers_.back(), "H " + std::to_string(machine_rank_));
 }
 
@@ -206,7 +216,13 @@ void MachineLink::handle_line(Peer& peer, const std::string& line) {
     // Only the attempt this machine runs: a report that crossed a restart is old news.
     if (std::atoi(line.c_str() + 2) == attempt_ && !lost_) lost_ = name(peer) + " reported that a rank failed there";
   } else if (line.rfind("B ", 0) == 0) {
-    if (!leader_) leader_attempt_ = std::atoi(line.c_str() + 2);
+    if (!leader_) {
+      if (peer.machine < 0) {  // machine 0's first word on this connection: now it is its link
+        peer.machine = 0;
+        ++connections_;
+      }
+      leader_attempt_ = std::atoi(line.c_str() + 2);
+    }
   } else {
     drop(peer, "sent something that is not acc-launch's heartbeat");
   }

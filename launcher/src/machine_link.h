@@ -56,10 +56,12 @@ class MachineLink {
     attempt_ = attempt;
     if (leader_) leader_attempt_ = attempt;
   }
-  // Connections made to machine 0 so far (a new one may bring a restarted machine 0's attempt).
+  // Connections to machine 0 on which it has spoken so far (a new one may bring a restarted machine 0's
+  // attempt).
   int connections() const { return connections_; }
 
-  // This machine's ranks ended: tell the others, so that its leaving is not a loss.
+  // This machine's ranks ended: tell the others, so that its leaving is not a loss. Machine 0 stops
+  // listening first.
   void say_goodbye();
   // A rank of this machine failed in the current attempt: the other machines stop theirs too, rather than
   // finding out in a collective (a rank that died inside connectFullMesh, say, leaves its peers waiting
@@ -69,13 +71,14 @@ class MachineLink {
  private:
   struct Peer {
     int fd = -1;
-    int machine = -1;  // from its hello; -1 until then
+    int machine = -1;  // from its hello (machine 0: its first heartbeat); -1 until then
     std::string address;
     std::string pending;  // a partial line
     Clock::time_point last_heard;
     bool said_goodbye = false;
   };
 
+  void close_listener();
   void accept_peer(Clock::time_point now);
   void start_connect(Clock::time_point now);
   void finish_connect(Clock::time_point now);

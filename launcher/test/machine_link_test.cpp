@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <thread>
 
 #include "errors.h"
@@ -104,6 +105,67 @@ TEST(MachineLink, GoodbyeAndStrangersAreNoLoss) {
   ::close(stranger);
   pump({&leader}, 1.5, [&] { return leader.lost().has_value(); });
   EXPECT_FALSE(leader.lost().has_value()) << *leader.lost();
+}
+
+sockaddr_in loopback(int port) {
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  return address;
+}
+
+// What a machine met at the end of a job: machine 0's launcher, exiting, closed its connection after its
+// goodbye; the machine (its ranks still running) connected again, and the kernel accepted that connection
+// into machine 0's backlog just before the listener closed and reset it. A reset before machine 0 said a
+// word is a refused connection, tried again; it once stopped the machine's ranks as a lost machine 0.
+TEST(MachineLink, AConnectionResetBeforeMachineZeroSpeaksIsNoLoss) {
+  const int port = free_port();
+  const int exiting = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);  // machine 0's listener, exiting
+  const int one = 1;
+  ::setsockopt(exiting, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  const sockaddr_in address = loopback(port);
+  ASSERT_EQ(::bind(exiting, reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(::listen(exiting, 4), 0);
+  MachineLink follower(machine(1, port), 5.0);
+  int accepted = -1;
+  pump({&follower}, 5, [&] { return (accepted = ::accept4(exiting, nullptr, nullptr, SOCK_NONBLOCK)) >= 0; });
+  ASSERT_GE(accepted, 0) << "the follower never connected";
+  pump({&follower}, 0.2, [] { return false; });  // its connect completes, and it says hello
+  char hello[16] = {};
+  ASSERT_GT(::recv(accepted, hello, sizeof hello, 0), 0) << "the follower did not finish connecting";
+  const linger reset{1, 0};  // close with a reset, as a listener closing over its backlog does
+  ::setsockopt(accepted, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+  ::close(accepted);
+  ::close(exiting);
+  pump({&follower}, 0.5, [&] { return follower.lost().has_value(); });
+  EXPECT_FALSE(follower.lost().has_value()) << *follower.lost();
+  EXPECT_EQ(follower.connections(), 0);
+  // A machine 0 that does answer is reached on the next try.
+  MachineLink leader(machine(0, port), 5.0);
+  leader.set_attempt(4);
+  pump({&leader, &follower}, 5, [&] { return follower.leader_attempt().has_value(); });
+  EXPECT_EQ(follower.leader_attempt(), 4);
+  EXPECT_EQ(follower.connections(), 1);
+  EXPECT_FALSE(follower.lost().has_value()) << *follower.lost();
+}
+
+// The other half of the fix: once machine 0's ranks ended, its agent port refuses new connections at
+// once, before the goodbye goes out, so that no connection waits in a backlog to be reset.
+TEST(MachineLink, MachineZeroStopsListeningWhenItSaysGoodbye) {
+  const int port = free_port();
+  MachineLink leader(machine(0, port), 5.0);
+  MachineLink follower(machine(1, port), 5.0);
+  pump({&leader, &follower}, 5, [&] { return follower.leader_attempt().has_value(); });
+  ASSERT_TRUE(follower.leader_attempt().has_value());
+  leader.say_goodbye();
+  const int late = ::socket(AF_INET, SOCK_STREAM, 0);
+  const sockaddr_in address = loopback(port);
+  EXPECT_NE(::connect(late, reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
+  EXPECT_EQ(errno, ECONNREFUSED);
+  ::close(late);
+  pump({&leader, &follower}, 0.5, [] { return false; });
+  EXPECT_FALSE(follower.lost().has_value()) << *follower.lost();
 }
 
 TEST(MachineLink, AFailedRankStopsTheOtherMachinesOfItsAttemptOnly) {
