@@ -1,5 +1,6 @@
 #include "project/AccPackage.h"
 
+#include "project/RealPath.h"
 #include "project/ShellQuote.h"
 
 #include <llvm/Support/FileSystem.h>
@@ -11,11 +12,6 @@ namespace path = llvm::sys::path;
 
 namespace accmigrate {
 namespace {
-
-std::string realPath(const std::string &p) {
-  llvm::SmallString<256> real;
-  return fs::real_path(p, real) ? p : std::string(real);
-}
 
 bool hasConfig(const std::string &dir) {
   return fs::exists(dir + "/accConfig.cmake") || fs::exists(dir + "/acc-config.cmake");
@@ -55,9 +51,9 @@ AccPackage foundIn(const std::string &dir) {
 AccPackage findAccPackage(const char *argv0) {
   AccPackage package;
   std::string exe = fs::getMainExecutable(argv0, reinterpret_cast<void *>(&findAccPackage));
-  std::string bin = realPath(path::parent_path(exe).str());
-  std::string build = realPath(ACC_BUILD_DIR);
-  if (bin == realPath(ACC_BUILD_BIN_DIR)) {
+  std::string bin = realPathOr(path::parent_path(exe).str());
+  std::string build = realPathOr(ACC_BUILD_DIR);
+  if (bin == realPathOr(ACC_BUILD_BIN_DIR)) {
     // A build tree: its accConfig.cmake (runtime/) includes the accTargets.cmake only an install has.
     for (const std::string &dir : {build, build + "/runtime"})
       if (hasConfig(dir) && fs::exists(dir + "/accTargets.cmake")) return foundIn(dir);

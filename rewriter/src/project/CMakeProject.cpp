@@ -1,5 +1,7 @@
 #include "project/CMakeProject.h"
 
+#include "project/RealPath.h"
+
 #include <llvm/ADT/StringExtras.h>
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/MemoryBuffer.h>
@@ -189,9 +191,7 @@ std::string normalise(llvm::StringRef file, llvm::StringRef dir) {
     path::append(result, file);
   }
   path::remove_dots(result, /*remove_dot_dot=*/true);
-  llvm::SmallString<256> real;
-  if (!fs::real_path(result, real)) return std::string(real);
-  return std::string(result);
+  return realPathOr(result);
 }
 
 bool callsProject(const std::string &listsFile) {

@@ -1,5 +1,7 @@
 #include "project/UserBuild.h"
 
+#include "project/RealPath.h"
+
 #include <llvm/ADT/SmallVector.h>
 #include <llvm/ADT/StringRef.h>
 #include <llvm/Support/FileSystem.h>
@@ -13,11 +15,6 @@ namespace path = llvm::sys::path;
 
 namespace accmigrate {
 namespace {
-
-std::string realPath(const std::string &p) {
-  llvm::SmallString<256> real;
-  return fs::real_path(p, real) ? p : std::string(real);
-}
 
 bool inside(const std::string &p, const std::string &dir) {
   llvm::StringRef s(p);
@@ -54,7 +51,7 @@ bool isPackageLocation(const CacheEntry &e, const std::string &buildDir) {
   llvm::StringRef(e.value).split(items, ';', -1, /*KeepEmpty=*/false);
   if (items.empty()) return false;
   for (llvm::StringRef item : items)
-    if (!path::is_absolute(item) || !fs::exists(item) || inside(realPath(item.str()), buildDir)) return false;
+    if (!path::is_absolute(item) || !fs::exists(item) || inside(realPathOr(item.str()), buildDir)) return false;
   return true;
 }
 
@@ -110,16 +107,16 @@ std::optional<UserBuild> findUserBuild(const std::string &top) {
   addChildren(top + "/out/build", true);
   std::sort(candidates.begin(), candidates.end());  // directory order is the file system's
 
-  std::string realTop = realPath(top);
+  std::string realTop = realPathOr(top);
   std::optional<UserBuild> best;
   llvm::sys::TimePoint<> bestTime;
   for (const std::string &dir : candidates) {
     std::string cacheFile = dir + "/CMakeCache.txt";
     fs::file_status status;
     if (fs::status(cacheFile, status) || !fs::is_regular_file(status)) continue;
-    UserBuild build{realPath(dir), fs::exists(dir + "/compile_commands.json"), readCMakeCache(cacheFile)};
+    UserBuild build{realPathOr(dir), fs::exists(dir + "/compile_commands.json"), readCMakeCache(cacheFile)};
     const CacheEntry *home = entry(build.cache, "CMAKE_HOME_DIRECTORY");
-    if (!home || realPath(home->value) != realTop) continue;  // another project's build
+    if (!home || realPathOr(home->value) != realTop) continue;  // another project's build
     llvm::sys::TimePoint<> time = status.getLastModificationTime();
     if (!best || (build.hasCompileCommands && !best->hasCompileCommands) ||
         (build.hasCompileCommands == best->hasCompileCommands && time > bestTime)) {
