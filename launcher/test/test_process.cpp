@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -136,12 +137,51 @@ std::string read_text(const std::string& path) {
   return buffer.str();
 }
 
+namespace {
+namespace fs = std::filesystem;
+
+// Removes `dir` and everything below it. Tests make folders read-only (an unwritable config), so
+// each folder gets its owner's rights back first; symbolic links are removed, never followed (tests
+// plant them where acc-launch writes, pointing at files it must not touch).
+void remove_tree(const fs::path& dir) {
+  std::error_code error;
+  fs::permissions(dir, fs::perms::owner_all, fs::perm_options::add, error);
+  for (fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, error), end;
+       !error && it != end; it.increment(error)) {
+    if (it->symlink_status(error).type() == fs::file_type::directory)
+      fs::permissions(it->path(), fs::perms::owner_all, fs::perm_options::add, error);
+  }
+  fs::remove_all(dir, error);
+}
+
+// The folders temp_dir made, removed when the test process exits (ctest runs each test in a process of
+// its own), so that a run leaves nothing in the temporary directory. ACC_KEEP_TEST_DIRS=1 keeps them
+// for a look after a failure. Only the process that made them removes them, not a forked child.
+class MadeDirs {
+ public:
+  void add(const fs::path& dir) { dirs_.push_back(dir); }
+  ~MadeDirs() {
+    if (getpid() != owner_ || std::getenv("ACC_KEEP_TEST_DIRS") != nullptr) return;
+    for (const fs::path& dir : dirs_) remove_tree(dir);
+  }
+
+ private:
+  pid_t owner_ = getpid();
+  std::vector<fs::path> dirs_;
+};
+
+MadeDirs& made_dirs() {
+  static MadeDirs dirs;
+  return dirs;
+}
+}  // namespace
+
 std::string temp_dir(const std::string& name) {
   const char* base = std::getenv("TMPDIR");
-  const auto dir = std::filesystem::path(base ? base : "/tmp") /
-                   ("acc-launcher-test-" + std::to_string(getpid()) + "-" + name);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const auto dir = fs::path(base ? base : "/tmp") / ("acc-launcher-test-" + std::to_string(getpid()) + "-" + name);
+  remove_tree(dir);
+  fs::create_directories(dir);
+  made_dirs().add(dir);
   return dir.string();
 }
 

@@ -56,7 +56,8 @@ bool alive(pid_t pid);
 
 std::string read_text(const std::string& path);
 
-// A fresh empty directory under the test's temporary directory.
+// A fresh empty directory under the test's temporary directory ($TMPDIR, else /tmp), removed with all
+// it holds when the test process exits (ACC_KEEP_TEST_DIRS=1 keeps it).
 std::string temp_dir(const std::string& name);
 
 }  // namespace acc::launcher::testing

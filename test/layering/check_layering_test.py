@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """check_layering.py finds each kind of violation in a small tree made here, and names it."""
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -19,7 +20,11 @@ def tree(files):
 
 
 def run(files):
-    result = subprocess.run([sys.executable, CHECK, tree(files)], capture_output=True, text=True)
+    root = tree(files)
+    try:
+        result = subprocess.run([sys.executable, CHECK, root], capture_output=True, text=True)
+    finally:
+        shutil.rmtree(root)
     return result.returncode, result.stdout
 
 
