@@ -10,14 +10,14 @@
 // must not fail the run, which a 1 s wall-clock bound did for a 2 MiB input parsed in 0.7 s.
 #include <acc/safetensors_format.h>
 
-#include <time.h>
-
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include "cpu_time.h"  // test/support
 
 namespace st = acc::safetensors;
 
@@ -87,12 +87,6 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
 }
 
 namespace {
-double thread_cpu_seconds() {
-  timespec now{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
-  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
-}
-
 // A linear parse takes about 0.35 us a byte under the sanitizers (0.7 s for 2 MiB). The bound allows
 // 1 s plus 2 us a byte: 5 s for 2 MiB, where the quadratic parse once fixed took 41 s (and the
 // phase over a large file feeds inputs of that size).
@@ -101,13 +95,13 @@ double cpu_seconds_allowed(size_t size) { return 1.0 + 2e-6 * static_cast<double
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  const double start = thread_cpu_seconds();
+  const double start = acc::testing::thread_cpu_seconds();
   if (data[0] % 2 == 0) {
     fuzz_file(data + 1, size - 1);
   } else {
     fuzz_index(data + 1, size - 1);
   }
-  const double seconds = thread_cpu_seconds() - start;
+  const double seconds = acc::testing::thread_cpu_seconds() - start;
   if (seconds >= cpu_seconds_allowed(size)) {
     std::fprintf(stderr,
                  "acc fuzzer: an input of %zu bytes took %.2f s of CPU to parse; the bound for its size is %.2f s "
